@@ -1,0 +1,196 @@
+"""The config schema (every valid key with its default) and its validation.
+
+Configs are data: `get_default_config()` returns a *locked* `ml_collections.ConfigDict`, so a
+config file or a `--config.key=value` override that names a key that does not exist fails at
+once, and a value of the wrong type is refused by `ml_collections` itself. `validate_config`
+then checks the values once, at the face of the program, and raises a one-line `ConfigError`
+that names the key; deeper code trusts the config.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import ml_collections
+
+from wgan_jax.errors import ConfigError
+from wgan_jax.health import default_health_config
+
+LOSSES = ("wasserstein", "hinge", "logistic")
+PENALTIES = ("gp", "lp", "r1", "dragan", "clip", "none")
+MODEL_KINDS = ("mlp", "dcgan", "resnet")
+TOY_DATASETS = ("8gaussians", "25gaussians", "swissroll", "ring8", "grid25")
+
+
+def default_data_dir() -> str:
+    """Where prepared datasets and small cached weights live unless `config.data_dir` says."""
+    return os.environ.get(
+        "WGAN_JAX_DATA_DIR", os.path.join(os.path.expanduser("~"), ".cache", "wgan_jax", "data")
+    )
+
+
+def get_default_config() -> ml_collections.ConfigDict:
+    """Every config key with its default value: WGAN-GP on the 25-Gaussians toy data."""
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.num_iterations = 2000  # generator iterations
+    c.global_batch_size = 256
+    c.n_critic = 5
+    c.log_every = 100
+    c.sample_every = 500  # 0: samples only at the end
+    c.plot_every = 500  # PNG plots of the metrics; 0: only at the end
+
+    c.dataset = "toy:25gaussians"
+    c.data_dir = ""  # "" -> $WGAN_JAX_DATA_DIR or ~/.cache/wgan_jax/data
+    c.image_size = 32
+    c.num_channels = 1
+    c.skip_corrupt_images = False
+
+    c.loss = "wasserstein"
+    c.penalty = "gp"
+    c.penalty_weight = 0.1
+    c.penalty_target = 1.0
+    c.clip_value = 0.01  # penalty == "clip": critic weights kept in [-c, c]
+    c.dragan_scale = 0.5  # penalty == "dragan": perturbation scale times the batch std
+
+    c.generator_lr = 1e-4
+    c.critic_lr = 1e-4
+    c.generator_b1 = 0.5
+    c.generator_b2 = 0.9
+    c.critic_b1 = 0.5
+    c.critic_b2 = 0.9
+    c.lr_schedule = "constant"  # or "linear": decay to 0 over num_iterations
+    c.ema_decay = 0.0  # EMA of generator weights; 0 disables
+    c.compute_dtype = "float32"  # or "bfloat16": activations only; params, losses, norms in f32
+
+    c.model = ml_collections.ConfigDict()
+    c.model.kind = "mlp"
+    c.model.z_dim = 2
+    c.model.width = 512  # MLP hidden width, or the base channel count (DIM) of conv nets
+    c.model.depth = 3  # MLP hidden layers
+    c.model.generator_norm = "none"  # "batch" (cross-replica) or "none"
+    c.model.critic_norm = "none"  # "none", "layer"; "batch" only without an input-gradient penalty
+    c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
+    c.model.conv_impl = "xla"  # stride-2 conv implementation: "xla" or "s2d"
+
+    c.checkpoint_every = 0  # 0: only at the end
+    c.keep_checkpoints = 3
+    c.max_consecutive_nonfinite = 5
+    c.rollback_lr_factor = 0.5
+    c.max_rollbacks = 3
+    c.loss_explosion_factor = 0.0  # 0: off; else roll back when |critic loss| > factor x median
+
+    c.eval_every = 0  # 0: off
+    c.eval = ml_collections.ConfigDict()
+    c.eval.num_samples = 2500
+    c.eval.metric = ""  # the metric that picks the best checkpoint, "" = automatic
+    c.eval.inception_weights = ""
+
+    c.early_stopping = ml_collections.ConfigDict()
+    c.early_stopping.patience = 0  # evaluations without improvement; 0: off
+
+    c.diagnostics = ml_collections.ConfigDict()
+    c.diagnostics.level = "basic"  # "off", "basic", "full"
+
+    c.health = ml_collections.ConfigDict(default_health_config())  # thresholds of the rules
+    c.lock()
+    return c
+
+
+def _fail(key: str, problem: str) -> None:
+    raise ConfigError(f"config.{key}: {problem}")
+
+
+def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None:
+    """Checks values once; raises `ConfigError` naming the key and what is wrong."""
+
+    def positive_int(key: str, value: int, minimum: int = 1) -> None:
+        if not isinstance(value, int) or value < minimum:
+            _fail(key, f"must be an integer >= {minimum}, got {value!r}")
+
+    positive_int("num_iterations", config.num_iterations)
+    positive_int("global_batch_size", config.global_batch_size)
+    positive_int("n_critic", config.n_critic)
+    positive_int("log_every", config.log_every)
+    positive_int("sample_every", config.sample_every, 0)
+    positive_int("plot_every", config.plot_every, 0)
+    positive_int("checkpoint_every", config.checkpoint_every, 0)
+    positive_int("eval_every", config.eval_every, 0)
+    positive_int("keep_checkpoints", config.keep_checkpoints)
+    if config.global_batch_size % num_devices:
+        _fail(
+            "global_batch_size",
+            f"{config.global_batch_size} is not divisible by the {num_devices} devices",
+        )
+    for key in ("generator_lr", "critic_lr", "penalty_weight", "clip_value", "dragan_scale"):
+        value = config[key]
+        if not math.isfinite(value) or value < 0:
+            _fail(key, f"must be a finite number >= 0, got {value!r}")
+    for key in ("generator_b1", "generator_b2", "critic_b1", "critic_b2", "ema_decay"):
+        if not 0.0 <= config[key] < 1.0:
+            _fail(key, f"must be in [0, 1), got {config[key]!r}")
+    choices = {
+        "loss": LOSSES,
+        "penalty": PENALTIES,
+        "lr_schedule": ("constant", "linear"),
+        "compute_dtype": ("float32", "bfloat16"),
+        "model.kind": MODEL_KINDS,
+        "model.generator_norm": ("batch", "none"),
+        "model.critic_norm": ("none", "layer", "batch"),
+        "model.critic_output": ("linear", "sigmoid"),
+        "model.conv_impl": ("xla", "s2d"),
+        "diagnostics.level": ("off", "basic", "full"),
+    }
+    for key, allowed in choices.items():
+        value = config
+        for part in key.split("."):
+            value = value[part]
+        if value not in allowed:
+            _fail(key, f"must be one of {', '.join(allowed)}; got {value!r}")
+    if config.model.critic_norm == "batch" and config.penalty in ("gp", "lp", "r1", "dragan"):
+        _fail(
+            "model.critic_norm",
+            "'batch' couples the examples of a batch, so a per-example gradient penalty is "
+            "wrong; use 'layer' or 'none'",
+        )
+    if config.model.critic_output == "sigmoid" and config.loss != "logistic":
+        _fail("model.critic_output", "'sigmoid' needs loss='logistic'")
+    positive_int("model.z_dim", config.model.z_dim)
+    positive_int("model.width", config.model.width)
+    positive_int("model.depth", config.model.depth)
+    _validate_dataset(config)
+
+
+def _validate_dataset(config: ml_collections.ConfigDict) -> None:
+    dataset = config.dataset
+    kind, _, name = dataset.partition(":")
+    if kind == "toy":
+        if name not in TOY_DATASETS:
+            _fail("dataset", f"unknown toy dataset {name!r}; known: {', '.join(TOY_DATASETS)}")
+        if config.model.kind != "mlp":
+            _fail("model.kind", f"toy data is 2-D and needs 'mlp', got {config.model.kind!r}")
+        return
+    if kind in ("tfds", "folder") and not name:
+        _fail("dataset", f"{kind!r} needs a name or path after the colon, e.g. '{kind}:...'")
+    if kind not in ("tfds", "folder", "digits", "stacked_digits"):
+        _fail(
+            "dataset",
+            f"unknown dataset {dataset!r}; use toy:NAME, digits, stacked_digits, tfds:NAME "
+            "or folder:/path",
+        )
+    if config.model.kind == "mlp":
+        _fail("model.kind", f"image dataset {dataset!r} needs a conv model ('dcgan' or 'resnet')")
+    if config.image_size not in (16, 32, 64):
+        _fail("image_size", f"must be 16, 32 or 64, got {config.image_size!r}")
+    if config.num_channels not in (1, 3, 4):
+        _fail("num_channels", f"must be 1, 3 or 4, got {config.num_channels!r}")
+    if kind == "stacked_digits" and config.num_channels != 3:
+        _fail("num_channels", "stacked_digits has 3 channels (one digit each)")
+
+
+def data_shape(config: ml_collections.ConfigDict) -> tuple[int, ...]:
+    """The shape of one example: (2,) for toy data, (H, W, C) for images."""
+    if config.dataset.startswith("toy:"):
+        return (2,)
+    return (config.image_size, config.image_size, config.num_channels)

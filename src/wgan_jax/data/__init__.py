@@ -1,0 +1,1 @@
+"""Data sources: 2-D toy mixtures, offline digits, image folders and TFDS datasets."""

@@ -1,0 +1,310 @@
+"""`python -m wgan_jax.diagnose --workdir DIR [--json]`: a plain-language health report of a run.
+
+Reads WORKDIR/config.json (loss, penalty, penalty_target, learning rates, model.critic_norm and the
+`health` thresholds; defaults when absent), metrics.jsonl (replayed through the health rules of
+`wgan_jax.health`) and events.jsonl (events the trainer recorded, e.g. guard rollbacks), and says
+whether the run is healthy, when each problem started, the evidence, and what to do, including
+which kept checkpoint had the best evaluation score.
+
+Exit status: 0 healthy, 1 problems found, 2 bad input (missing workdir, unreadable files, no
+metrics), reported as one `error: ...` line on stderr.
+
+Events in events.jsonl whose `severity` is "info" (or whose rule is one of `INFO_RULES`) are
+listed as notes and do not make a run unhealthy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from wgan_jax import health
+from wgan_jax.errors import UserError
+from wgan_jax.writers import EVENTS_FILE, METRICS_FILE, json_safe, read_jsonl
+
+INFO_RULES = ("info", "resume", "checkpoint", "best_checkpoint", "early_stopping", "finished")
+# Preferred metrics for picking the best checkpoint, best first.
+EVAL_PREFERENCE = ("eval/fid", "eval/kid", "eval/w1", "eval/reverse_kl", "eval/modes", "eval/is")
+TITLES = {
+    "nonfinite": "Non-finite values (NaN/inf)",
+    "exploding_gradients": "Exploding gradients",
+    "vanishing_gradients": "Vanishing generator gradients",
+    "discriminator_overpowering": "Discriminator overpowering the generator",
+    "penalty_off_target": "Gradient penalty off target",
+    "mode_collapse": "Mode collapse",
+    "eval_regression": "Evaluation score got worse",
+    "loss_spike": "Loss spikes",
+    "dead_units": "Dead units",
+    "saturation": "Saturated outputs",
+}
+
+
+def _load_config(workdir: str) -> tuple[dict, list[str]]:
+    path = os.path.join(workdir, "config.json")
+    if not os.path.exists(path):
+        return {}, ["no config.json: assumed loss='wasserstein', penalty='gp' and default "
+                    "health thresholds"]
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"cannot read {path}: {e}") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{path} does not hold a JSON object")
+    if "loss" not in config and isinstance(config.get("config"), dict):
+        config = config["config"]
+    return config, []
+
+
+def _load_rows(workdir: str) -> tuple[list[dict], list[dict]]:
+    if not os.path.isdir(workdir):
+        raise UserError(f"workdir {workdir} does not exist or is not a directory")
+    metrics = os.path.join(workdir, METRICS_FILE)
+    if not os.path.exists(metrics):
+        raise UserError(f"no {METRICS_FILE} in {workdir}; has the run logged any step yet?")
+    try:
+        rows = [r for r in read_jsonl(metrics) if isinstance(r.get("step"), (int, float))]
+        events_path = os.path.join(workdir, EVENTS_FILE)
+        events = read_jsonl(events_path) if os.path.exists(events_path) else []
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read the logs in {workdir}: {e}") from None
+    if not rows:
+        raise UserError(f"{metrics} holds no metric rows")
+    return rows, events
+
+
+def _checkpoint_steps(workdir: str) -> list[int]:
+    directory = os.path.join(workdir, "checkpoints")
+    if not os.path.isdir(directory):
+        return []
+    return sorted(int(name) for name in os.listdir(directory)
+                  if name.isdigit() and os.path.isdir(os.path.join(directory, name)))
+
+
+def _best_eval(rows: Sequence[Mapping], config: Mapping, checkpoints: list[int]) -> dict | None:
+    """The best value of the run's selection metric, and the kept checkpoint closest to it."""
+    keys = {k for r in rows for k, v in r.items() if k.startswith("eval/") and _finite(v)}
+    if not keys:
+        return None
+    wanted = (config.get("eval") or {}).get("metric") if isinstance(config.get("eval"),
+                                                                    dict) else None
+    if wanted and not str(wanted).startswith("eval/"):
+        wanted = "eval/" + str(wanted)
+    order = ([wanted] if wanted else []) + list(EVAL_PREFERENCE) + sorted(keys)
+    metric = next(k for k in order if k in keys)
+    best = None
+    for r in rows:
+        v = r.get(metric)
+        if _finite(v) and (best is None or health._better(metric, v, best[0])):
+            best = (float(v), int(r["step"]))
+    result = {"metric": metric, "value": best[0], "step": best[1], "checkpoint": None}
+    if checkpoints:
+        # At evaluation time checkpoints are saved at (or shortly after) the eval step: prefer
+        # an exact match, else the newest kept checkpoint not after the best step.
+        if best[1] in checkpoints:
+            result["checkpoint"] = best[1]
+        else:
+            earlier = [s for s in checkpoints if s <= best[1]]
+            result["checkpoint"] = earlier[-1] if earlier else None
+    return result
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _tailored_advice(rule: str, evidence: Mapping, config: Mapping) -> list[str]:
+    """Advice that names this run's own config values."""
+    advice = []
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    critic_norm = model.get("critic_norm")
+    loss, penalty = config.get("loss"), config.get("penalty")
+    critic_lr, generator_lr = config.get("critic_lr"), config.get("generator_lr")
+    weight = config.get("penalty_weight")
+    if rule in ("discriminator_overpowering", "exploding_gradients", "vanishing_gradients",
+                "mode_collapse"):
+        if critic_norm == "batch":
+            advice.append("Remove BatchNorm from the critic: set model.critic_norm='layer' "
+                          "(or 'none'); BatchNorm lets the critic separate real and fake batches.")
+        if loss in ("logistic", "hinge"):
+            advice.append(f"Switch from loss='{loss}' to loss='wasserstein' with penalty='gp' "
+                          "(penalty_weight=10, n_critic=5, Adam betas 0/0.5 and 0.9).")
+        if _finite(critic_lr) and critic_lr > 0:
+            advice.append(f"Lower critic_lr from {critic_lr:g} to {critic_lr / 2:g}"
+                          + (f" (generator_lr is {generator_lr:g})." if _finite(generator_lr)
+                             else "."))
+    if rule == "exploding_gradients" and evidence.get("metric") == "grad_norm/generator" and (
+            _finite(generator_lr) and generator_lr > 0):
+        advice.append(f"Lower generator_lr from {generator_lr:g} to {generator_lr / 2:g}.")
+    if rule == "penalty_off_target" and _finite(weight):
+        if _finite(evidence.get("interp_mean")) and evidence["interp_mean"] > evidence.get(
+                "target", 1.0):
+            advice.append(f"Raise penalty_weight from {weight:g} to {min(10.0, weight * 10):g}.")
+    if rule == "discriminator_overpowering" and penalty in ("none", "clip") and loss == (
+            "wasserstein"):
+        advice.append(f"penalty='{penalty}' does not bound the critic well: use penalty='gp'.")
+    return advice
+
+
+def diagnose(workdir: str) -> dict:
+    """Builds the report (a JSON-serialisable dict); raises `UserError` on bad input."""
+    rows, file_events = _load_rows(workdir)
+    config, notes = _load_config(workdir)
+    loss = str(config.get("loss", "wasserstein"))
+    penalty = str(config.get("penalty", "gp"))
+    target = config.get("penalty_target", 1.0)
+    health_config = config.get("health") if isinstance(config.get("health"), dict) else {}
+    monitor = health.HealthMonitor(health_config, loss=loss, penalty=penalty,
+                                   penalty_target=target if _finite(target) else 1.0)
+    rows.sort(key=lambda r: r["step"])
+    replayed = [e for r in rows for e in monitor.update(r)]
+    ongoing = {key.split(":")[0] for key in monitor.active()}
+    last_step = int(rows[-1]["step"])
+
+    seen, problems_by_rule, info = set(), {}, []
+    for event in list(file_events) + replayed:
+        rule = str(event.get("rule", "unknown"))
+        key = (rule, event.get("step"))
+        if key in seen:
+            continue
+        seen.add(key)
+        if event.get("severity") == "info" or rule in INFO_RULES:
+            info.append(event)
+        else:
+            problems_by_rule.setdefault(rule, []).append(event)
+
+    checkpoints = _checkpoint_steps(workdir)
+    best = _best_eval(rows, config, checkpoints)
+    problems = []
+    for rule, events in problems_by_rule.items():
+        events.sort(key=lambda e: e.get("step") if _finite(e.get("step")) else -1)
+        first, latest = events[0], events[-1]
+        advice = [str(first.get("advice", "")).strip()] if first.get("advice") else []
+        advice += _tailored_advice(rule, first.get("evidence") or {}, config)
+        rollback = best and best.get("checkpoint") is not None and _finite(first.get("step"))
+        if rule == "eval_regression":
+            rollback = rollback and best["checkpoint"] != (first.get("evidence") or {}).get(
+                "best_step")
+        elif rollback:
+            rollback = best["checkpoint"] <= first["step"]
+        if rollback:
+            advice.append(f"Roll back to checkpoint {best['checkpoint']} "
+                          f"(checkpoints/{best['checkpoint']}), which had the best "
+                          f"{best['metric']} = {best['value']:.4g}.")
+        problems.append({
+            "rule": rule,
+            "title": TITLES.get(rule, rule.replace("_", " ").capitalize()),
+            "first_step": first.get("step"),
+            "last_step": latest.get("step"),
+            "episodes": len(events),
+            "ongoing": rule in ongoing,
+            "message": first.get("message", ""),
+            "latest_message": latest.get("message", "") if latest is not first else "",
+            "evidence": first.get("evidence", {}),
+            "advice": advice,
+        })
+    problems.sort(key=lambda p: (p["first_step"] if _finite(p["first_step"]) else -1))
+    last = {k: rows[-1][k] for k in ("critic_loss", "generator_loss", "wasserstein_estimate",
+                                     "gradient_penalty") if k in rows[-1]}
+    return {
+        "workdir": os.path.abspath(workdir),
+        "healthy": not problems,
+        "loss": loss,
+        "penalty": penalty,
+        "rows": len(rows),
+        "first_step": int(rows[0]["step"]),
+        "last_step": last_step,
+        "last_values": last,
+        "problems": problems,
+        "best_eval": best,
+        "checkpoints": checkpoints,
+        "notes": notes + [str(e.get("message", e.get("rule"))) for e in info],
+    }
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, list):
+        return ", ".join(_fmt_value(x) for x in v)
+    return str(v)
+
+
+def format_report(report: Mapping) -> str:
+    """The report as short plain text."""
+    lines = [
+        f"wgan_jax diagnosis of {report['workdir']}",
+        f"  loss={report['loss']}, penalty={report['penalty']}; {report['rows']} metric rows, "
+        f"steps {report['first_step']}..{report['last_step']}",
+    ]
+    problems = report["problems"]
+    if report["healthy"]:
+        last = ", ".join(f"{k}={_fmt_value(v)}" for k, v in report["last_values"].items())
+        lines.append("HEALTHY: no problems found." + (f" Last values: {last}." if last else ""))
+    else:
+        lines.append(f"PROBLEMS FOUND: {len(problems)}")
+    for i, p in enumerate(problems, 1):
+        when = f"started at step {p['first_step']}"
+        if p["episodes"] > 1:
+            when += f", {p['episodes']} episodes, the last at step {p['last_step']}"
+        if p["ongoing"]:
+            when += f"; still present at the last step {report['last_step']}"
+        lines.append("")
+        lines.append(f"{i}. {p['title']}: {when}.")
+        if p["message"]:
+            lines.append(f"   {p['message']}")
+        evidence = {k: v for k, v in (p["evidence"] or {}).items() if v is not None}
+        if evidence:
+            lines.append("   Evidence: " + ", ".join(
+                f"{k}={_fmt_value(v)}" for k, v in evidence.items()))
+        if p["advice"]:
+            lines.append("   What to do:")
+            lines.extend(f"   - {a}" for a in p["advice"])
+    best = report.get("best_eval")
+    if best:
+        lines.append("")
+        where = (f"kept checkpoint: checkpoints/{best['checkpoint']}"
+                 if best.get("checkpoint") is not None else "no checkpoint kept for it")
+        lines.append(f"Best evaluation: {best['metric']} = {best['value']:.4g} at step "
+                     f"{best['step']} ({where}).")
+    if report.get("notes"):
+        lines.append("")
+        lines.extend(f"Note: {n}" for n in report["notes"])
+    return "\n".join(lines)
+
+
+def run(workdir: str, as_json: bool) -> int:
+    """Prints the report of `workdir`; returns the exit status (0 healthy, 1 problems, 2 error)."""
+    try:
+        report = diagnose(workdir)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: cannot read {workdir}: {e}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(json.dumps(json_safe(report), indent=2, allow_nan=False))
+    else:
+        print(format_report(report))
+    return 0 if report["healthy"] else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m wgan_jax.diagnose",
+        description="Plain-language health report of a wgan_jax run directory.",
+    )
+    parser.add_argument("--workdir", required=True, help="the run's working directory")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    return run(args.workdir, args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,527 @@
+"""Health rules over the metrics stream: cheap, host-side, plain-language events.
+
+`HealthMonitor.update(row)` is called with each metrics row (the dict written to metrics.jsonl)
+and returns the events that *start* at that row. Each rule tracks episodes: it fires once when its
+condition has held for `patience` consecutive rows and re-arms only after the condition has been
+false for `patience` rows again, so a lasting problem yields one event, not one per step.
+`analyse(rows, ...)` replays a whole stream offline (used by `wgan_jax.diagnose`).
+
+An event is `{"step", "rule", "message", "advice", "evidence": {...}}`.
+
+Rules (metric names read; a missing metric simply skips its rule):
+
+* `nonfinite`: any NaN/inf (or null in JSON) value, or a growing `nonfinite_skipped` count.
+* `exploding_gradients`: `grad_norm/critic` or `grad_norm/generator` above `explode_factor` times
+  its running median (of the recent normal rows) or above `explode_abs`.
+* `vanishing_gradients`: `grad_norm/generator` below `vanish_factor` times the highest running
+  median seen, or below `vanish_abs`.
+* `discriminator_overpowering`: logistic/hinge loss: `critic_loss` below `overpower_critic_loss`
+  while `generator_loss` climbs above `overpower_generator_rise` times its earlier median (or
+  `d_fake` < `overpower_d_fake`); Wasserstein loss: the running median of
+  |`wasserstein_estimate`| above `wasserstein_growth` times its lowest level (tracked from the
+  second window of rows on) and above `wasserstein_min`, and still rising.
+* `penalty_off_target`: penalty "gp"/"lp" only: `input_grad_norm/interp_mean` further than
+  `penalty_tolerance` from the target for `penalty_patience` rows ("lp": only above the target).
+* `mode_collapse`: `diversity` (mean pairwise distance of fakes / of reals) below
+  `diversity_min`, or `eval/modes` below `modes_drop` times its best.
+* `eval_regression`: an `eval/*` metric worse than its best by more than `eval_tolerance`
+  (relative) for `eval_patience` evaluations; the evidence names the best step for a rollback.
+* `loss_spike`: `critic_loss` or `generator_loss` more than `spike_factor` robust deviations
+  (median absolute deviation) away from its recent median.
+* `dead_units` / `saturation`: `dead_units/*` or `saturated/*` above `dead_max` / `saturated_max`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+# eval/* metrics where higher is better; every other eval metric is taken as lower-is-better
+# (fid, kid, w1, reverse_kl, ...).
+HIGHER_IS_BETTER = (
+    "modes", "is", "inception_score", "precision", "recall", "density", "coverage",
+    "high_quality", "hq", "accuracy",
+)
+# Keys that are bookkeeping, not health signals.
+_IGNORED_KEYS = ("step", "time", "timestamp", "wall_time", "epoch")
+
+
+def default_health_config() -> dict:
+    """Thresholds of every rule, with defaults meant to stay quiet on healthy WGAN-GP runs."""
+    return {
+        "enabled": True,
+        "window": 20,  # rows in running medians
+        "warmup": 5,  # rows seen before the ratio-based rules may fire
+        "patience": 3,  # consecutive rows a condition must hold (and be absent to re-arm)
+        "explode_factor": 10.0,
+        "explode_abs": 1e6,
+        "vanish_factor": 1e-3,
+        "vanish_abs": 1e-8,
+        "overpower_critic_loss": 0.05,
+        "overpower_generator_rise": 2.0,
+        "overpower_d_fake": 0.01,
+        "wasserstein_growth": 5.0,
+        "wasserstein_min": 1.0,  # |W| below this never counts as growing without bound
+        "penalty_tolerance": 0.5,
+        "penalty_patience": 10,
+        "diversity_min": 0.5,
+        "modes_drop": 0.75,
+        "eval_tolerance": 0.2,
+        "eval_patience": 2,
+        "spike_factor": 20.0,
+        "dead_max": 0.5,
+        "saturated_max": 0.5,
+    }
+
+
+def _number(value: Any) -> float | None:
+    """The float of a metric value, or None if it is not a number (None/NaN stay NaN)."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        return None
+    return float(value)
+
+
+def _fmt(x: float) -> str:
+    if x is None or not math.isfinite(x):
+        return str(x)
+    if x != 0 and (abs(x) >= 1e4 or abs(x) < 1e-3):
+        return f"{x:.3g}"
+    return f"{x:.4g}"
+
+
+class _Episode:
+    """Fires once after `patience` true rows; re-arms after `patience` false rows."""
+
+    def __init__(self, patience: int) -> None:
+        self.patience = max(1, int(patience))
+        self.active = False
+        self.true_run = 0
+        self.false_run = 0
+        self.start_step: int | None = None
+
+    def update(self, condition: bool, step: int) -> bool:
+        if condition:
+            self.true_run += 1
+            self.false_run = 0
+            if not self.active and self.true_run >= self.patience:
+                self.active = True
+                self.start_step = step
+                return True
+        else:
+            self.false_run += 1
+            self.true_run = 0
+            if self.active and self.false_run >= self.patience:
+                self.active = False
+        return False
+
+
+class _Median:
+    """Running median over the last `window` accepted values."""
+
+    def __init__(self, window: int) -> None:
+        self.values: deque[float] = deque(maxlen=max(1, int(window)))
+
+    def add(self, x: float) -> None:
+        if math.isfinite(x):
+            self.values.append(x)
+
+    def median(self) -> float | None:
+        return float(np.median(self.values)) if self.values else None
+
+    def mad(self) -> float | None:
+        if not self.values:
+            return None
+        v = np.asarray(self.values)
+        return float(np.median(np.abs(v - np.median(v))))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def _better(key: str, a: float, b: float) -> bool:
+    """True if eval value `a` is better than `b` for metric `key`."""
+    name = key.split("/", 1)[-1].lower()
+    higher = name in HIGHER_IS_BETTER or name.split("_")[0] in HIGHER_IS_BETTER
+    return a > b if higher else a < b
+
+
+def _higher_is_better(key: str) -> bool:
+    return _better(key, 1.0, 0.0)
+
+
+class HealthMonitor:
+    """Evaluates the health rules row by row; see the module docstring for the rules.
+
+    `config` holds thresholds (missing keys take `default_health_config()` values); `loss` and
+    `penalty` are the run's config values, which decide which rules apply.
+    """
+
+    def __init__(
+        self,
+        config: Mapping | None = None,
+        *,
+        loss: str = "wasserstein",
+        penalty: str = "gp",
+        penalty_target: float = 1.0,
+    ) -> None:
+        cfg = default_health_config()
+        cfg.update({k: v for k, v in dict(config or {}).items() if k in cfg})
+        self.cfg = cfg
+        self.loss = loss
+        self.penalty = penalty
+        self.penalty_target = float(penalty_target)
+        self.rows_seen = 0
+        self.last_step = 0
+        self._episodes: dict[str, _Episode] = {}
+        self._medians: dict[str, _Median] = {}
+        self._extremes: dict[str, float] = {}
+        self._eval_best: dict[str, tuple[float, int]] = {}
+        self._last_skipped: float = 0.0
+        self._wasserstein_medians: deque[float] = deque(maxlen=2 * int(cfg["window"]) + 1)
+        self.history: list[dict] = []  # every episode: rule, key, start, end (None if ongoing)
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _episode(self, key: str, patience: int | None = None) -> _Episode:
+        if key not in self._episodes:
+            self._episodes[key] = _Episode(self.cfg["patience"] if patience is None else patience)
+        return self._episodes[key]
+
+    def _median(self, key: str) -> _Median:
+        if key not in self._medians:
+            self._medians[key] = _Median(self.cfg["window"])
+        return self._medians[key]
+
+    def _check(self, key: str, condition: bool, step: int, patience: int | None = None) -> bool:
+        episode = self._episode(key, patience)
+        was_active = episode.active
+        fired = episode.update(condition, step)
+        if fired:
+            self.history.append({"rule": key.split(":")[0], "key": key, "start": step,
+                                 "end": None})
+        elif was_active and not episode.active:
+            for item in reversed(self.history):
+                if item["key"] == key and item["end"] is None:
+                    item["end"] = step
+                    break
+        return fired
+
+    def active(self) -> dict[str, int]:
+        """Episodes still ongoing: rule key -> step where it started."""
+        return {k: e.start_step for k, e in self._episodes.items() if e.active}
+
+    @property
+    def warmed_up(self) -> bool:
+        return self.rows_seen > self.cfg["warmup"]
+
+    @property
+    def baseline_rows(self) -> int:
+        """Values a running median needs before ratio tests against it are trusted."""
+        return max(int(self.cfg["warmup"]), int(self.cfg["window"]) // 2)
+
+    # -- the rules ----------------------------------------------------------------------------
+    def update(self, row: Mapping) -> list[dict]:
+        """Feeds one metrics row; returns the events that start at this row."""
+        if not self.cfg.get("enabled", True):
+            return []
+        step = int(row.get("step", self.last_step))
+        self.last_step = step
+        values: dict[str, float] = {}
+        for key, raw in row.items():
+            if key in _IGNORED_KEYS:
+                continue
+            x = _number(raw)
+            if x is not None:
+                values[key] = x
+        self.rows_seen += 1
+        events: list[dict] = []
+        self._rule_nonfinite(step, values, events)
+        self._rule_gradients(step, values, events)
+        self._rule_overpowering(step, values, events)
+        self._rule_penalty(step, values, events)
+        self._rule_mode_collapse(step, values, events)
+        self._rule_eval(step, values, events)
+        self._rule_spikes(step, values, events)
+        self._rule_units(step, values, events)
+        return events
+
+    def _event(self, step: int, rule: str, message: str, advice: str, **evidence: Any) -> dict:
+        return {"step": step, "rule": rule, "message": message, "advice": advice,
+                "evidence": {k: _clean(v) for k, v in evidence.items()}}
+
+    def _rule_nonfinite(self, step: int, values: dict, events: list) -> None:
+        bad = sorted(k for k, v in values.items() if not math.isfinite(v))
+        skipped = values.get("nonfinite_skipped")
+        grew = False
+        if skipped is not None and math.isfinite(skipped):
+            grew = skipped > self._last_skipped or (self.rows_seen == 1 and skipped > 0)
+            self._last_skipped = skipped
+        if self._check("nonfinite", bool(bad) or grew, step, patience=1):
+            evidence = {"keys": bad[:20]}
+            if skipped is not None:
+                evidence["nonfinite_skipped"] = skipped
+            what = ", ".join(bad[:5]) + ("..." if len(bad) > 5 else "") if bad else (
+                "the train step (updates skipped by the guard)")
+            events.append(self._event(
+                step, "nonfinite",
+                f"Non-finite values (NaN or inf) at step {step}: {what}.",
+                "Lower the learning rates (generator_lr, critic_lr), keep compute_dtype float32, "
+                "check the data for NaN/inf, and restart from the last good checkpoint.",
+                **evidence,
+            ))
+
+    def _rule_gradients(self, step: int, values: dict, events: list) -> None:
+        cfg = self.cfg
+        for key in ("grad_norm/critic", "grad_norm/generator"):
+            x = values.get(key)
+            if x is None or not math.isfinite(x):
+                continue
+            med = self._median(key)
+            ref = med.median()
+            ready = self.warmed_up and ref is not None and len(med) >= self.baseline_rows
+            high = x > cfg["explode_abs"] or (ready and x > cfg["explode_factor"] * ref)
+            if self._check("exploding_gradients:" + key, high, step):
+                net = key.split("/")[1]
+                events.append(self._event(
+                    step, "exploding_gradients",
+                    f"The {net} gradient norm exploded at step {step}: {_fmt(x)}, "
+                    f"{_fmt(x / ref) if ref else 'inf'}x its recent median {_fmt(ref or 0.0)}.",
+                    f"Lower {net}_lr (e.g. halve it), make sure the critic has no BatchNorm, "
+                    "and consider gradient clipping; with the Wasserstein loss use the gradient "
+                    "penalty (penalty='gp') rather than weight clipping.",
+                    metric=key, value=x, running_median=ref,
+                ))
+            if not high:
+                med.add(x)
+                if ready or len(med) >= cfg["warmup"]:
+                    self._extremes[key + ":peak"] = max(
+                        self._extremes.get(key + ":peak", 0.0), med.median())
+        x = values.get("grad_norm/generator")
+        if x is not None and math.isfinite(x):
+            peak = self._extremes.get("grad_norm/generator:peak")
+            low = x < cfg["vanish_abs"] or (
+                self.warmed_up and peak is not None and x < cfg["vanish_factor"] * peak)
+            if self._check("vanishing_gradients", low, step):
+                events.append(self._event(
+                    step, "vanishing_gradients",
+                    f"The generator's gradient norm collapsed to {_fmt(x)} at step {step} "
+                    f"(its typical level was {_fmt(peak or 0.0)}): the generator has stopped "
+                    "learning.",
+                    "The critic is likely saturated: use the Wasserstein loss with gradient "
+                    "penalty (loss='wasserstein', penalty='gp'), or the non-saturating logistic "
+                    "loss; lower critic_lr or n_critic; check for dead ReLUs in the generator.",
+                    metric="grad_norm/generator", value=x, typical=peak,
+                ))
+
+    def _rule_overpowering(self, step: int, values: dict, events: list) -> None:
+        cfg = self.cfg
+        if self.loss in ("logistic", "hinge"):
+            d_loss = values.get("critic_loss")
+            g_loss = values.get("generator_loss")
+            if d_loss is None or g_loss is None or not (
+                    math.isfinite(d_loss) and math.isfinite(g_loss)):
+                return
+            med = self._median("overpower:generator_loss")
+            ref = med.median()
+            low_d = d_loss < cfg["overpower_critic_loss"]
+            d_fake = values.get("d_fake")
+            rising = (ref is not None and len(med) >= cfg["warmup"]
+                      and g_loss > cfg["overpower_generator_rise"] * max(abs(ref), 1e-3))
+            fooled_never = d_fake is not None and d_fake < cfg["overpower_d_fake"]
+            condition = self.warmed_up and low_d and (rising or fooled_never)
+            episode = self._episode("discriminator_overpowering")
+            if self._check("discriminator_overpowering", condition, step):
+                events.append(self._event(
+                    step, "discriminator_overpowering",
+                    f"The discriminator overpowered the generator at step {step}: critic loss "
+                    f"{_fmt(d_loss)} (near zero) while the generator loss rose to {_fmt(g_loss)} "
+                    f"(from a median of {_fmt(ref or math.nan)}). The generator gets almost no "
+                    "useful gradient, so samples get worse.",
+                    "Switch the critic to the Wasserstein loss with gradient penalty "
+                    "(loss='wasserstein', penalty='gp'); or lower critic_lr / n_critic, remove "
+                    "BatchNorm from the critic, and roll back to the checkpoint before this step.",
+                    critic_loss=d_loss, generator_loss=g_loss, generator_loss_median=ref,
+                    d_real=values.get("d_real"), d_fake=d_fake,
+                ))
+            if not condition and not episode.active:
+                med.add(g_loss)
+            return
+        w = values.get("wasserstein_estimate")
+        if w is None or not math.isfinite(w):
+            return
+        # Medians over the last `window` rows; the floor is tracked only after two windows so
+        # the critic's normal initial rise never counts as growth.
+        window = int(cfg["window"])
+        med = self._median("overpower:wasserstein")
+        med.add(abs(w))
+        medians = self._wasserstein_medians
+        medians.append(med.median())
+        if len(medians) < 2 * window:
+            return
+        cur, before = medians[-1], medians[-1 - window]
+        floor = self._extremes["w_floor"] = min(self._extremes.get("w_floor", math.inf), cur)
+        growing = (cur > cfg["wasserstein_min"] and cur > before
+                   and cur > cfg["wasserstein_growth"] * max(floor, 1e-6))
+        if self._check("discriminator_overpowering", growing, step):
+            events.append(self._event(
+                step, "discriminator_overpowering",
+                f"The Wasserstein estimate keeps growing ({_fmt(w)} at step {step}, a running "
+                f"median {_fmt(cur / max(floor, 1e-6))}x its lowest level {_fmt(floor)}): the "
+                "critic is no longer held Lipschitz and outruns the generator.",
+                "Use or strengthen the gradient penalty (penalty='gp', raise penalty_weight, the "
+                "paper uses 10), remove BatchNorm from the critic, or lower critic_lr.",
+                wasserstein_estimate=w, running_median=cur, lowest_median=floor,
+                gradient_penalty=values.get("gradient_penalty"),
+            ))
+
+    def _rule_penalty(self, step: int, values: dict, events: list) -> None:
+        if self.penalty not in ("gp", "lp"):
+            return
+        x = values.get("input_grad_norm/interp_mean")
+        if x is None or not math.isfinite(x):
+            return
+        target, tol = self.penalty_target, self.cfg["penalty_tolerance"]
+        off = x > target + tol or (self.penalty == "gp" and x < target - tol)
+        if self._check("penalty_off_target", off and self.warmed_up, step,
+                       patience=self.cfg["penalty_patience"]):
+            if x > target:
+                advice = ("Raise penalty_weight (lambda; the WGAN-GP paper uses 10) or lower "
+                          "critic_lr so the critic stays near 1-Lipschitz.")
+                where = "above"
+            else:
+                advice = ("The critic is too flat: raise n_critic or critic_lr, or lower "
+                          "penalty_weight; with small lambda (as in the toy setting) a norm "
+                          "below 1 can be acceptable.")
+                where = "below"
+            events.append(self._event(
+                step, "penalty_off_target",
+                f"The critic's gradient norm at interpolates has stayed {where} its target "
+                f"{_fmt(target)} for {self.cfg['penalty_patience']} logged steps "
+                f"(now {_fmt(x)}).",
+                advice, interp_mean=x, interp_max=values.get("input_grad_norm/interp_max"),
+                target=target, penalty=self.penalty,
+            ))
+
+    def _rule_mode_collapse(self, step: int, values: dict, events: list) -> None:
+        cfg = self.cfg
+        advice = ("Mode collapse: prefer the Wasserstein loss with gradient penalty, raise "
+                  "n_critic, lower generator_lr, and roll back to a checkpoint from before it.")
+        d = values.get("diversity")
+        if d is not None and math.isfinite(d):
+            if self._check("mode_collapse:diversity", self.warmed_up and d < cfg["diversity_min"],
+                           step):
+                events.append(self._event(
+                    step, "mode_collapse",
+                    f"Sample diversity fell to {_fmt(d)} of the real data's at step {step}: the "
+                    "generator is producing near-identical samples.",
+                    advice, diversity=d, threshold=cfg["diversity_min"],
+                ))
+        m = values.get("eval/modes")
+        if m is not None and math.isfinite(m):
+            best = self._extremes.get("eval/modes:best", m)
+            self._extremes["eval/modes:best"] = max(best, m)
+            if self._check("mode_collapse:modes", m < cfg["modes_drop"] * best, step, patience=1):
+                events.append(self._event(
+                    step, "mode_collapse",
+                    f"Captured modes dropped to {_fmt(m)} at step {step} (best {_fmt(best)}).",
+                    advice, modes=m, best_modes=best,
+                ))
+
+    def _rule_eval(self, step: int, values: dict, events: list) -> None:
+        tol = self.cfg["eval_tolerance"]
+        for key, x in values.items():
+            if not key.startswith("eval/") or not math.isfinite(x):
+                continue
+            best = self._eval_best.get(key)
+            if best is None or _better(key, x, best[0]):
+                self._eval_best[key] = (x, step)
+                best = (x, step)
+            scale = max(abs(best[0]), 1e-12)
+            worse = (x - best[0]) / scale if not _higher_is_better(key) else (best[0] - x) / scale
+            if self._check("eval_regression:" + key, worse > tol, step,
+                           patience=self.cfg["eval_patience"]):
+                events.append(self._event(
+                    step, "eval_regression",
+                    f"{key} got worse: {_fmt(x)} at step {step}, against its best {_fmt(best[0])} "
+                    f"at step {best[1]} ({100 * worse:.0f}% worse).",
+                    f"Roll back to the checkpoint at step {best[1]} (best {key}); to continue, "
+                    "lower the learning rates or use lr_schedule='linear', and consider "
+                    "early_stopping.patience.",
+                    metric=key, value=x, best=best[0], best_step=best[1],
+                ))
+
+    def _rule_spikes(self, step: int, values: dict, events: list) -> None:
+        cfg = self.cfg
+        for key in ("critic_loss", "generator_loss"):
+            x = values.get(key)
+            if x is None or not math.isfinite(x):
+                continue
+            med = self._median("spike:" + key)
+            ref, mad = med.median(), med.mad()
+            spike = False
+            if self.warmed_up and ref is not None and len(med) >= self.baseline_rows:
+                scale = max(1.4826 * mad, 1e-2 * abs(ref), 1e-6)
+                spike = abs(x - ref) > cfg["spike_factor"] * scale
+            if self._check("loss_spike:" + key, spike, step, patience=1):
+                events.append(self._event(
+                    step, "loss_spike",
+                    f"{key} spiked to {_fmt(x)} at step {step} (recent median {_fmt(ref)}).",
+                    "A single spike is usually harmless; if they recur, lower the learning "
+                    "rates, raise penalty_weight, or check the data for outliers.",
+                    metric=key, value=x, running_median=ref, mad=mad,
+                ))
+            med.add(x)  # a lasting level shift is absorbed by the median and ends the episode
+
+    def _rule_units(self, step: int, values: dict, events: list) -> None:
+        cfg = self.cfg
+        for key, x in values.items():
+            if not math.isfinite(x):
+                continue
+            if key.startswith("dead_units/"):
+                if self._check("dead_units:" + key, x > cfg["dead_max"], step):
+                    events.append(self._event(
+                        step, "dead_units",
+                        f"{100 * x:.0f}% of the units in {key.split('/', 1)[1]} are dead (ReLU "
+                        f"output zero for the whole batch) at step {step}.",
+                        "Lower the learning rate of that network, use LeakyReLU, or check the "
+                        "initialisation and input scaling.",
+                        metric=key, value=x, threshold=cfg["dead_max"],
+                    ))
+            elif key.startswith("saturated/"):
+                if self._check("saturation:" + key, x > cfg["saturated_max"], step):
+                    events.append(self._event(
+                        step, "saturation",
+                        f"{100 * x:.0f}% of the {key.split('/', 1)[1]}'s tanh outputs are "
+                        f"saturated (|y| > 0.99) at step {step}; its gradients vanish there.",
+                        "Check that the data is scaled to [-1, 1], lower generator_lr, and "
+                        "keep BatchNorm in the generator.",
+                        metric=key, value=x, threshold=cfg["saturated_max"],
+                    ))
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return value
+
+
+def analyse(
+    rows: Iterable[Mapping],
+    config: Mapping | None = None,
+    loss: str = "wasserstein",
+    penalty: str = "gp",
+    penalty_target: float = 1.0,
+) -> list[dict]:
+    """Replays a whole metrics stream through a fresh `HealthMonitor`; returns all events."""
+    monitor = HealthMonitor(config, loss=loss, penalty=penalty, penalty_target=penalty_target)
+    events: list[dict] = []
+    for row in sorted(rows, key=lambda r: r.get("step", 0) if isinstance(
+            r.get("step", 0), (int, float)) else 0):
+        events.extend(monitor.update(row))
+    return events

@@ -1,0 +1,54 @@
+"""GAN losses as pure functions of critic scores.
+
+Each function takes the critic's raw scores (logits for the logistic loss) on a batch and
+returns the mean over that batch. Under data parallelism the step averages these local means
+with `lax.pmean`, which equals the global-batch mean because every device holds the same
+number of examples.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def wasserstein_critic_loss(real_scores: jax.Array, fake_scores: jax.Array) -> jax.Array:
+    """E[D(fake)] - E[D(real)]: the negative of the critic's Wasserstein estimate."""
+    return jnp.mean(fake_scores) - jnp.mean(real_scores)
+
+
+def wasserstein_generator_loss(fake_scores: jax.Array) -> jax.Array:
+    """-E[D(G(z))]."""
+    return -jnp.mean(fake_scores)
+
+
+def hinge_critic_loss(real_scores: jax.Array, fake_scores: jax.Array) -> jax.Array:
+    """E[relu(1 - D(real))] + E[relu(1 + D(fake))] (geometric GAN / SAGAN)."""
+    return jnp.mean(jax.nn.relu(1.0 - real_scores)) + jnp.mean(jax.nn.relu(1.0 + fake_scores))
+
+
+def hinge_generator_loss(fake_scores: jax.Array) -> jax.Array:
+    """-E[D(G(z))], as for the Wasserstein loss."""
+    return -jnp.mean(fake_scores)
+
+
+def logistic_critic_loss(real_logits: jax.Array, fake_logits: jax.Array) -> jax.Array:
+    """Binary cross-entropy of the classic GAN discriminator, on logits (stable)."""
+    return jnp.mean(jax.nn.softplus(-real_logits)) + jnp.mean(jax.nn.softplus(fake_logits))
+
+
+def logistic_generator_loss(fake_logits: jax.Array) -> jax.Array:
+    """The non-saturating generator loss -E[log sigmoid(D(G(z)))]."""
+    return jnp.mean(jax.nn.softplus(-fake_logits))
+
+
+CRITIC_LOSSES = {
+    "wasserstein": wasserstein_critic_loss,
+    "hinge": hinge_critic_loss,
+    "logistic": logistic_critic_loss,
+}
+GENERATOR_LOSSES = {
+    "wasserstein": wasserstein_generator_loss,
+    "hinge": hinge_generator_loss,
+    "logistic": logistic_generator_loss,
+}

@@ -1,0 +1,219 @@
+"""4x4 stride-2 down/up convolutions with interchangeable implementations.
+
+`DownConv` is PyTorch's ``Conv2d(k=4, s=2, p=1)`` and `UpConv` is PyTorch's
+``ConvTranspose2d(k=4, s=2, p=1)`` (output twice the input size), both on NHWC arrays.
+Each has an ``impl`` attribute choosing how the SAME function is computed:
+
+* ``"xla"``: one strided (``DownConv``) or input-dilated (``UpConv``) convolution, exactly
+  what ``nn.Conv`` / ``nn.ConvTranspose`` with explicit padding emit.
+* ``"s2d"``: the TPU/MLPerf rearrangement. ``DownConv`` = space-to-depth (2x2 blocks into
+  channels) then a 2x2 stride-1 convolution; ``UpConv`` = a 2x2 stride-1 convolution to
+  ``4 * features`` channels then depth-to-space. No strides and no dilated inputs remain, so
+  the backward pass and the gradient penalty's double backward are plain stride-1
+  convolutions (and the layout TPUs like).
+* ``"matmul"``: the same space-to-depth rearrangement, with the 2x2 stride-1 convolution
+  written as four shifted slices concatenated on channels times one matrix. Every derivative,
+  including the penalty's double backward, is then slices, pads and matrix products, which
+  XLA:CPU runs 3-6x faster than its convolution kernels (measured: see benchmarks/README.md).
+* ``"auto"`` (default): "matmul" on CPU, "s2d" on other backends (not measured there).
+
+Both impls own the same parameters, ``{"kernel": [4, 4, in, out], "bias": [out]}``, the
+tree ``nn.Conv`` / ``nn.ConvTranspose`` create, so checkpoints move freely between impls and
+from models built with the Flax layers. The rearranged kernels are built inside ``__call__``.
+
+Kernel orientation of `UpConv`: Flax's ``nn.ConvTranspose`` default
+(``transpose_kernel=False``): ``kernel[kh, kw, in, out]`` is cross-correlated with the
+zero-dilated input, padded by 2 on each side. PyTorch's ``ConvTranspose2d.weight`` of shape
+``[in, out, kh, kw]`` is the spatially flipped kernel; convert it with
+`torch_conv_transpose_weight_to_flax`. ``Conv2d.weight`` ``[out, in, kh, kw]`` converts with
+`torch_conv_weight_to_flax`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+IMPLS = ("xla", "s2d", "matmul", "auto")
+_DIMS = ("NHWC", "HWIO", "NHWC")
+Initializer = Callable[..., jax.Array]
+
+
+def torch_conv_weight_to_flax(w: Any) -> np.ndarray:
+    """PyTorch ``Conv2d.weight`` [out, in, kh, kw] -> HWIO kernel [kh, kw, in, out]."""
+    return np.transpose(np.asarray(w), (2, 3, 1, 0))
+
+
+def torch_conv_transpose_weight_to_flax(w: Any) -> np.ndarray:
+    """PyTorch ``ConvTranspose2d.weight`` [in, out, kh, kw] -> `UpConv` kernel [kh, kw, in, out].
+
+    PyTorch scatters each input pixel through the kernel (the gradient of a convolution);
+    Flax's ``ConvTranspose`` correlates the dilated input with it, so the kernel is flipped.
+    """
+    return np.transpose(np.asarray(w), (2, 3, 0, 1))[::-1, ::-1].copy()
+
+
+def space_to_depth(x: jax.Array) -> jax.Array:
+    """[N, 2H, 2W, C] -> [N, H, W, 4C], channel order (row phase, column phase, C)."""
+    n, h, w, c = x.shape
+    x = x.reshape(n, h // 2, 2, w // 2, 2, c).transpose(0, 1, 3, 2, 4, 5)
+    return x.reshape(n, h // 2, w // 2, 4 * c)
+
+
+def depth_to_space(x: jax.Array) -> jax.Array:
+    """[N, H, W, 4C] -> [N, 2H, 2W, C], the inverse of `space_to_depth`."""
+    n, h, w, c4 = x.shape
+    c = c4 // 4
+    x = x.reshape(n, h, w, 2, 2, c).transpose(0, 1, 3, 2, 4, 5)
+    return x.reshape(n, 2 * h, 2 * w, c)
+
+
+def down_kernel_s2d(kernel: jax.Array) -> jax.Array:
+    """[4, 4, I, O] stride-2 kernel -> [2, 2, 4I, O] kernel acting on `space_to_depth` input.
+
+    Tap ``(2 qh + ph, 2 qw + pw)`` of the 4x4 kernel becomes tap ``(qh, qw)`` on input
+    channel block ``(ph, pw)``.
+    """
+    i, o = kernel.shape[2:]
+    k = kernel.reshape(2, 2, 2, 2, i, o).transpose(0, 2, 1, 3, 4, 5)
+    return k.reshape(2, 2, 4 * i, o)
+
+
+def up_kernel_s2d(kernel: jax.Array) -> jax.Array:
+    """[4, 4, I, O] transposed-conv kernel -> [2, 2, I, 4O] kernel followed by `depth_to_space`.
+
+    Output pixel ``2b + r - 1`` (phase r) reads input pixels ``b - 1`` and ``b`` through taps
+    ``1 - r`` and ``3 - r`` of the kernel: tap ``2 s + 1 - r`` becomes tap ``s`` of phase r.
+    """
+    i, o = kernel.shape[2:]
+    k = kernel.reshape(2, 2, 2, 2, i, o)[:, ::-1, :, ::-1]
+    k = k.transpose(0, 2, 4, 1, 3, 5)
+    return k.reshape(2, 2, i, 4 * o)
+
+
+def resolve_impl(impl: str) -> str:
+    """Map "auto" to the fastest impl of the default backend ("matmul" on CPU, else "s2d")."""
+    if impl not in IMPLS:
+        raise ValueError(f"unknown impl {impl!r}; expected one of {IMPLS}")
+    if impl == "auto":
+        return "matmul" if jax.default_backend() == "cpu" else "s2d"
+    return impl
+
+
+def _patches_2x2(z: jax.Array, ho: int, wo: int) -> jax.Array:
+    """The four shifted [N, ho, wo, C] windows of z, concatenated on channels, (row, col) order."""
+    return jnp.concatenate([z[:, i : i + ho, j : j + wo] for i in range(2) for j in range(2)], -1)
+
+
+def _conv(
+    x: jax.Array, kernel: jax.Array, stride: int, padding: Any, lhs_dilation: int, precision: Any
+) -> jax.Array:
+    return lax.conv_general_dilated(
+        x,
+        kernel,
+        window_strides=(stride, stride),
+        padding=padding,
+        lhs_dilation=(lhs_dilation, lhs_dilation),
+        dimension_numbers=_DIMS,
+        precision=precision,
+    )
+
+
+def down_conv(
+    x: jax.Array, kernel: jax.Array, impl: str = "auto", precision: Any = None
+) -> jax.Array:
+    """4x4 stride-2 convolution with padding 1 (PyTorch ``Conv2d(4, 2, 1)``), no bias."""
+    impl = resolve_impl(impl)
+    if impl == "xla":
+        return _conv(x, kernel, 2, ((1, 1), (1, 1)), 1, precision)
+    h, w = x.shape[1:3]
+    if h < 2 or w < 2:
+        raise ValueError(f"DownConv needs spatial size >= 2, got {h}x{w}")
+    # Output size is H // 2; the padded input holds exactly 2 * (H // 2 + 1) rows
+    # (for odd H the last row is never read by a 4x4/2 window, so it is dropped).
+    ho, wo = h // 2, w // 2
+    x = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))[:, : 2 * ho + 2, : 2 * wo + 2]
+    z, k = space_to_depth(x), down_kernel_s2d(kernel)
+    if impl == "s2d":
+        return _conv(z, k, 1, "VALID", 1, precision)
+    return jnp.matmul(_patches_2x2(z, ho, wo), k.reshape(-1, k.shape[-1]), precision=precision)
+
+
+def up_conv(
+    x: jax.Array, kernel: jax.Array, impl: str = "auto", precision: Any = None
+) -> jax.Array:
+    """4x4 stride-2 transposed convolution (PyTorch ``ConvTranspose2d(4, 2, 1)``), no bias."""
+    impl = resolve_impl(impl)
+    if impl == "xla":
+        return _conv(x, kernel, 1, ((2, 2), (2, 2)), 2, precision)
+    h, w = x.shape[1:3]
+    x, k = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), up_kernel_s2d(kernel)
+    if impl == "s2d":
+        y = _conv(x, k, 1, "VALID", 1, precision)
+    else:
+        y = jnp.matmul(
+            _patches_2x2(x, h + 1, w + 1), k.reshape(-1, k.shape[-1]), precision=precision
+        )
+    return depth_to_space(y)[:, 1:-1, 1:-1]
+
+
+class _StridedConv(nn.Module):
+    """Shared attributes and parameters of `DownConv` and `UpConv`."""
+
+    features: int
+    impl: str = "auto"
+    use_bias: bool = True
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
+    precision: Any = None
+    kernel_init: Initializer = nn.initializers.lecun_normal()
+    bias_init: Initializer = nn.initializers.zeros_init()
+
+    def _params(self, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+        resolve_impl(self.impl)
+        if x.ndim != 4:
+            raise ValueError(f"expected NHWC input, got shape {x.shape}")
+        kernel = self.param(
+            "kernel", self.kernel_init, (4, 4, x.shape[-1], self.features), self.param_dtype
+        )
+        bias = (
+            self.param("bias", self.bias_init, (self.features,), self.param_dtype)
+            if self.use_bias
+            else None
+        )
+        x, kernel, bias = nn.dtypes.promote_dtype(x, kernel, bias, dtype=self.dtype)
+        return x, kernel, bias
+
+
+class DownConv(_StridedConv):
+    """PyTorch ``Conv2d(kernel_size=4, stride=2, padding=1)`` on NHWC: [N,H,W,C] -> [N,H/2,W/2,F].
+
+    Attributes: features, impl ("auto" default, "matmul", "s2d" or "xla"), use_bias,
+    dtype (compute), param_dtype, precision, kernel_init, bias_init. Parameters as ``nn.Conv``.
+    """
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x, kernel, bias = self._params(x)
+        y = down_conv(x, kernel, self.impl, self.precision)
+        return y if bias is None else y + bias
+
+
+class UpConv(_StridedConv):
+    """PyTorch ``ConvTranspose2d(kernel_size=4, stride=2, padding=1)`` on NHWC: -> [N,2H,2W,F].
+
+    Attributes as `DownConv`. Parameters as ``nn.ConvTranspose`` (``transpose_kernel=False``);
+    import PyTorch weights with `torch_conv_transpose_weight_to_flax`.
+    """
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x, kernel, bias = self._params(x)
+        y = up_conv(x, kernel, self.impl, self.precision)
+        return y if bias is None else y + bias

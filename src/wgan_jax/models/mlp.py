@@ -1,0 +1,58 @@
+"""MLP generator and critic for 2-D toy data (the WGAN-GP reference toy nets)."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+class MLPGenerator(nn.Module):
+    """z -> `depth` ReLU Dense layers of `width` -> Dense(out_dim); optional BatchNorm."""
+
+    out_dim: int = 2
+    width: int = 512
+    depth: int = 3
+    norm: str = "none"  # "batch" or "none"
+    axis_name: str | None = "data"
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, z: jax.Array, train: bool = True) -> jax.Array:
+        h = z.astype(self.dtype)
+        for i in range(self.depth):
+            # No bias before BatchNorm: it would cancel, its true gradient is 0, and Adam
+            # would turn float noise in that gradient into full-size, device-dependent steps.
+            h = nn.Dense(
+                self.width, use_bias=self.norm != "batch", dtype=self.dtype, name=f"Dense_{i}"
+            )(h)
+            if self.norm == "batch":
+                h = nn.BatchNorm(
+                    use_running_average=not train, axis_name=self.axis_name, dtype=self.dtype,
+                    use_fast_variance=False,
+                )(h)
+            h = nn.relu(h)
+            self.sow("intermediates", f"relu_{i}", h)
+        out = nn.Dense(self.out_dim, dtype=self.dtype, name=f"Dense_{self.depth}")(h)
+        return out.astype(jnp.float32)
+
+
+class MLPCritic(nn.Module):
+    """x -> `depth` ReLU Dense layers of `width` -> Dense(1); scores of shape [B]."""
+
+    width: int = 512
+    depth: int = 3
+    norm: str = "none"  # "none" or "layer"
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        del train
+        h = x.reshape(x.shape[0], -1).astype(self.dtype)
+        for i in range(self.depth):
+            h = nn.Dense(self.width, dtype=self.dtype, name=f"Dense_{i}")(h)
+            if self.norm == "layer":
+                h = nn.LayerNorm(dtype=self.dtype)(h)
+            h = nn.relu(h)
+        out = nn.Dense(1, dtype=self.dtype, name=f"Dense_{self.depth}")(h)
+        return out[:, 0].astype(jnp.float32)

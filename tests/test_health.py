@@ -1,0 +1,195 @@
+"""Each health rule fires once on a synthetic stream with its problem; healthy streams are quiet."""
+
+import math
+
+import numpy as np
+import pytest
+
+from wgan_jax import health
+
+N = 200
+BAD = 100  # the problem starts at this row
+STEP = 10  # steps between rows
+
+
+def healthy_rows(loss="wasserstein", seed=0, n=N):
+    """A noisy but healthy metrics stream, with eval rows every 20 rows."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        step = i * STEP
+        noise = rng.normal(size=12)
+        row = {"step": step}
+        if loss == "logistic":
+            row.update(critic_loss=1.2 + 0.1 * noise[0], generator_loss=0.9 + 0.1 * noise[1],
+                       d_real=0.6 + 0.03 * noise[2], d_fake=0.4 + 0.03 * noise[3])
+        else:
+            w = 0.5 + 1.5 * math.exp(-i / 30) + 0.05 * noise[0]
+            row.update(critic_loss=-w + 0.01, generator_loss=0.3 + 0.1 * noise[1],
+                       wasserstein_estimate=w, gradient_penalty=0.01 * abs(noise[2]))
+        row.update({
+            "grad_norm/critic": float(np.exp(0.3 * noise[4])),
+            "grad_norm/generator": 0.2 * float(np.exp(0.3 * noise[5])),
+            "input_grad_norm/interp_mean": 1.0 + 0.1 * noise[6],
+            "input_grad_norm/interp_max": 1.5 + 0.1 * noise[7],
+            "dead_units/generator": 0.05, "saturated/generator": 0.01,
+            "diversity": 1.0 + 0.05 * noise[8], "nonfinite_skipped": 0,
+        })
+        rows.append(row)
+        if i % 20 == 19:
+            rows.append({"step": step, "eval/fid": 50.0 / (1 + i / 40) + noise[9],
+                         "eval/modes": min(25, 10 + i // 10)})
+    return rows
+
+
+def train_rows(rows):
+    return [r for r in rows if "critic_loss" in r]
+
+
+def rules(events):
+    return [e["rule"] for e in events]
+
+
+@pytest.mark.parametrize("loss", ["wasserstein", "logistic", "hinge"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_healthy_stream_is_quiet(loss, seed):
+    rows = healthy_rows("logistic" if loss == "hinge" else loss, seed)
+    assert health.analyse(rows, health.default_health_config(), loss, "gp") == []
+
+
+def test_event_shape_and_monitor_streaming():
+    rows = healthy_rows()
+    rows[150]["critic_loss"] = None
+    monitor = health.HealthMonitor({}, loss="wasserstein", penalty="gp")
+    events = [e for row in rows for e in monitor.update(row)]
+    assert rules(events) == ["nonfinite"]
+    event = events[0]
+    assert set(event) == {"step", "rule", "message", "advice", "evidence"}
+    assert event["step"] == rows[150]["step"] and event["evidence"]["keys"] == ["critic_loss"]
+    assert "NaN" in event["message"] and event["advice"]
+
+
+def test_nonfinite_fires_once_per_episode_and_rearms():
+    rows = train_rows(healthy_rows())
+    for i in (50, 51, 52, 120):
+        rows[i]["generator_loss"] = math.inf
+    rows[160]["nonfinite_skipped"] = 3
+    events = health.analyse(rows, {}, "wasserstein", "gp")
+    assert [(e["rule"], e["step"]) for e in events] == [
+        ("nonfinite", 500), ("nonfinite", 1200), ("nonfinite", 1600)]
+
+
+def test_exploding_gradients():
+    rows = train_rows(healthy_rows())
+    for i in range(BAD, N):
+        rows[i]["grad_norm/critic"] *= 1000.0
+    events = health.analyse(rows, {}, "wasserstein", "gp")
+    assert rules(events) == ["exploding_gradients"]
+    assert events[0]["step"] == (BAD + 2) * STEP  # patience 3
+    assert events[0]["evidence"]["metric"] == "grad_norm/critic"
+
+
+def test_vanishing_gradients():
+    rows = train_rows(healthy_rows())
+    for i in range(BAD, N):
+        rows[i]["grad_norm/generator"] = 1e-6 * (1 + 0.1 * (i % 3))
+    events = health.analyse(rows, {}, "wasserstein", "gp")
+    assert rules(events) == ["vanishing_gradients"]
+    assert events[0]["step"] == (BAD + 2) * STEP
+
+
+def test_dcgan_discriminator_overpowering():
+    """The issue's case: D loss -> 0.01 while G loss jumps from 6 to 45."""
+    rows = train_rows(healthy_rows("logistic"))
+    for i, row in enumerate(rows):
+        row["generator_loss"] = 6.0 + 0.3 * math.sin(i)
+        row["critic_loss"] = 0.3 + 0.02 * math.cos(i)
+        if i >= BAD:
+            row["critic_loss"] = 0.01
+            row["generator_loss"] = 6.0 + 39.0 * min(1.0, (i - BAD) / 10)
+            row["d_real"], row["d_fake"] = 0.995, 0.005
+    events = health.analyse(rows, {}, "logistic", "none")
+    assert "discriminator_overpowering" in rules(events)
+    event = next(e for e in events if e["rule"] == "discriminator_overpowering")
+    assert event["step"] >= BAD * STEP
+    assert "wasserstein" in event["advice"].lower()
+    assert rules(events).count("discriminator_overpowering") == 1
+
+
+def test_wasserstein_estimate_growing_without_bound():
+    rows = train_rows(healthy_rows())
+    for i in range(BAD, N):
+        rows[i]["wasserstein_estimate"] = 0.5 * 1.05 ** (i - BAD)
+    events = health.analyse(rows, {}, "wasserstein", "clip")
+    assert rules(events) == ["discriminator_overpowering"]
+    assert events[0]["step"] > BAD * STEP
+
+
+def test_penalty_off_target_only_for_gp_and_lp():
+    rows = train_rows(healthy_rows())
+    for i in range(BAD, N):
+        rows[i]["input_grad_norm/interp_mean"] = 3.0
+    for penalty in ("gp", "lp"):
+        events = health.analyse(rows, {}, "wasserstein", penalty)
+        assert rules(events) == ["penalty_off_target"]
+        assert events[0]["step"] == (BAD + 9) * STEP  # penalty_patience 10
+        assert "penalty_weight" in events[0]["advice"]
+    assert health.analyse(rows, {}, "wasserstein", "r1") == []
+    low = train_rows(healthy_rows())
+    for i in range(BAD, N):
+        low[i]["input_grad_norm/interp_mean"] = 0.2
+    assert rules(health.analyse(low, {}, "wasserstein", "gp")) == ["penalty_off_target"]
+    assert health.analyse(low, {}, "wasserstein", "lp") == []  # one-sided
+
+
+def test_mode_collapse_from_diversity_and_modes():
+    rows = train_rows(healthy_rows())
+    for i in range(BAD, N):
+        rows[i]["diversity"] = 0.1
+    assert rules(health.analyse(rows, {}, "wasserstein", "gp")) == ["mode_collapse"]
+    rows = healthy_rows()
+    evals = [r for r in rows if "eval/modes" in r]
+    for r in evals[6:]:
+        r["eval/modes"] = 8
+    events = health.analyse(rows, {}, "wasserstein", "gp")
+    assert rules(events) == ["mode_collapse", "eval_regression"]
+    assert events[0]["evidence"]["best_modes"] == 21
+
+
+def test_eval_regression_names_best_step_for_rollback():
+    rows = healthy_rows()
+    evals = [r for r in rows if "eval/fid" in r]
+    for r in evals[5:]:
+        r["eval/fid"] = 80.0
+    events = health.analyse(rows, {}, "wasserstein", "gp")
+    assert rules(events) == ["eval_regression"]
+    best_step = evals[4]["step"]
+    assert events[0]["evidence"]["best_step"] == best_step
+    assert f"step {best_step}" in events[0]["advice"]
+
+
+def test_loss_spike_fires_per_spike():
+    rows = train_rows(healthy_rows())
+    rows[80]["critic_loss"] = 50.0
+    rows[150]["critic_loss"] = -80.0
+    events = health.analyse(rows, {}, "wasserstein", "gp")
+    assert [(e["rule"], e["step"]) for e in events] == [("loss_spike", 800), ("loss_spike", 1500)]
+
+
+def test_dead_and_saturated_units():
+    rows = train_rows(healthy_rows())
+    for i in range(BAD, N):
+        rows[i]["dead_units/generator"] = 0.8
+        rows[i]["saturated/generator"] = 0.9
+    assert sorted(rules(health.analyse(rows, {}, "wasserstein", "gp"))) == [
+        "dead_units", "saturation"]
+
+
+def test_config_thresholds_and_disable():
+    rows = train_rows(healthy_rows())
+    for i in range(BAD, N):
+        rows[i]["dead_units/generator"] = 0.8
+    assert health.analyse(rows, {"dead_max": 0.9}, "wasserstein", "gp") == []
+    assert health.analyse(rows, {"enabled": False}, "wasserstein", "gp") == []
+    defaults = health.default_health_config()
+    assert all(isinstance(v, (int, float, bool)) for v in defaults.values())

@@ -1,0 +1,157 @@
+"""DownConv/UpConv: every impl computes the same function, with the same parameters."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from wgan_jax.models import layers
+from wgan_jax.models.layers import DownConv, UpConv
+
+FAST_IMPLS = ("s2d", "matmul")
+# (spatial size, input channels, output channels): sizes 4..64, odd and even, channels 1/3/4/...
+CASES = [(4, 1, 3), (5, 3, 4), (8, 4, 1), (13, 3, 8), (16, 8, 16), (32, 3, 4), (64, 1, 2)]
+
+
+def _setup(cls, size, cin, cout, impl="xla", seed=0):
+    x = jax.random.normal(jax.random.key(seed), (2, size, size + 2, cin))
+    params = cls(cout, impl=impl).init(jax.random.key(seed + 1), x)
+    # Non-zero bias so that its gradient is checked on equal terms.
+    params = jax.tree.map(lambda p: p + 0.1 * jnp.ones_like(p), params)
+    return x, params
+
+
+def _close(actual, expected, rtol=1e-5):
+    for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
+        a, e = np.asarray(a), np.asarray(e)
+        assert a.shape == e.shape
+        scale = max(1.0, float(np.abs(e).max()))
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=rtol * scale)
+
+
+def _derivatives(module, params, x):
+    """Values, input and parameter gradients, and the penalty's double backward."""
+
+    def out(p, x):
+        return module.apply(p, x)
+
+    def smooth(p, x):
+        y = out(p, x)
+        w = jnp.sin(jnp.arange(y.size, dtype=y.dtype)).reshape(y.shape)
+        return jnp.sum(jnp.tanh(y) * w)
+
+    def penalty(p, x):
+        g = jax.grad(smooth, argnums=1)(p, x)
+        norms = jnp.sqrt(jnp.sum(g**2, axis=(1, 2, 3)) + 1e-12)
+        return jnp.mean((norms - 1.0) ** 2)
+
+    value = jax.jit(out)(params, x)
+    grads = jax.jit(jax.grad(smooth, argnums=(0, 1)))(params, x)
+    second = jax.jit(jax.grad(penalty, argnums=(0, 1)))(params, x)
+    return value, grads, second
+
+
+@pytest.mark.parametrize("cls", [DownConv, UpConv])
+@pytest.mark.parametrize("size,cin,cout", CASES)
+def test_fast_impls_match_xla(cls, size, cin, cout):
+    x, params = _setup(cls, size, cin, cout)
+    expected = _derivatives(cls(cout, impl="xla"), params, x)
+    for impl in FAST_IMPLS:
+        _close(_derivatives(cls(cout, impl=impl), params, x), expected)
+
+
+@pytest.mark.parametrize("size,cin,cout", [(4, 1, 3), (7, 3, 4), (16, 4, 8)])
+def test_xla_down_equals_nn_conv(size, cin, cout):
+    x, params = _setup(DownConv, size, cin, cout)
+    ref = nn.Conv(cout, (4, 4), strides=(2, 2), padding=((1, 1), (1, 1)))
+    assert jax.tree.map(jnp.shape, ref.init(jax.random.key(0), x)) == jax.tree.map(
+        jnp.shape, params
+    )
+    y = DownConv(cout, impl="xla").apply(params, x)
+    assert y.shape == (2, size // 2, (size + 2) // 2, cout)
+    _close(y, ref.apply(params, x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("size,cin,cout", [(4, 1, 3), (7, 3, 4), (16, 4, 8)])
+def test_xla_up_equals_nn_conv_transpose(size, cin, cout):
+    x, params = _setup(UpConv, size, cin, cout)
+    ref = nn.ConvTranspose(cout, (4, 4), strides=(2, 2), padding=((2, 2), (2, 2)))
+    assert jax.tree.map(jnp.shape, ref.init(jax.random.key(0), x)) == jax.tree.map(
+        jnp.shape, params
+    )
+    y = UpConv(cout, impl="xla").apply(params, x)
+    assert y.shape == (2, 2 * size, 2 * (size + 2), cout)
+    _close(y, ref.apply(params, x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("cls", [DownConv, UpConv])
+def test_parameter_trees_identical_across_impls(cls):
+    x = jnp.zeros((1, 8, 8, 3))
+    trees = {
+        impl: cls(5, impl=impl).init(jax.random.key(0), x) for impl in ("xla", "s2d", "matmul")
+    }
+    for tree in trees.values():
+        assert jax.tree.map(jnp.shape, tree) == {"params": {"kernel": (4, 4, 3, 5), "bias": (5,)}}
+        _close(tree, trees["xla"], rtol=0)
+
+
+def test_auto_resolves_per_backend():
+    expected = "matmul" if jax.default_backend() == "cpu" else "s2d"
+    assert layers.resolve_impl("auto") == expected
+    assert layers.resolve_impl("xla") == "xla"
+
+
+@pytest.mark.parametrize("cls", [DownConv, UpConv])
+def test_unknown_impl_and_bad_rank_raise(cls):
+    with pytest.raises(ValueError, match="unknown impl"):
+        cls(2, impl="winograd").init(jax.random.key(0), jnp.zeros((1, 4, 4, 1)))
+    with pytest.raises(ValueError, match="NHWC"):
+        cls(2).init(jax.random.key(0), jnp.zeros((4, 4, 1)))
+
+
+@pytest.mark.parametrize("cls", [DownConv, UpConv])
+def test_no_bias_and_compute_dtype(cls):
+    x = jnp.ones((1, 8, 8, 3))
+    params = cls(4, use_bias=False).init(jax.random.key(0), x)
+    assert set(params["params"]) == {"kernel"}
+    y = cls(4, use_bias=False, dtype=jnp.bfloat16).apply(params, x)
+    assert y.dtype == jnp.bfloat16
+    assert params["params"]["kernel"].dtype == jnp.float32
+
+
+def test_space_to_depth_round_trip():
+    x = jax.random.normal(jax.random.key(0), (2, 6, 8, 3))
+    z = layers.space_to_depth(x)
+    assert z.shape == (2, 3, 4, 12)
+    np.testing.assert_array_equal(z[0, 1, 2, 3:6], x[0, 2, 5])  # phase (0, 1) of block (1, 2)
+    np.testing.assert_array_equal(layers.depth_to_space(z), x)
+
+
+def test_torch_geometry_and_weight_converters():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 3, 10, 6)).astype(np.float32)  # NCHW
+    conv = torch.nn.Conv2d(3, 5, 4, 2, 1)
+    up = torch.nn.ConvTranspose2d(3, 5, 4, 2, 1)
+    with torch.no_grad():
+        y_down = conv(torch.from_numpy(x)).numpy().transpose(0, 2, 3, 1)
+        y_up = up(torch.from_numpy(x)).numpy().transpose(0, 2, 3, 1)
+    x_nhwc = jnp.asarray(x.transpose(0, 2, 3, 1))
+    down_params = {
+        "params": {
+            "kernel": layers.torch_conv_weight_to_flax(conv.weight.detach().numpy()),
+            "bias": conv.bias.detach().numpy(),
+        }
+    }
+    up_params = {
+        "params": {
+            "kernel": layers.torch_conv_transpose_weight_to_flax(up.weight.detach().numpy()),
+            "bias": up.bias.detach().numpy(),
+        }
+    }
+    for impl in ("xla", "s2d", "matmul"):
+        _close(DownConv(5, impl=impl).apply(down_params, x_nhwc), y_down)
+        _close(UpConv(5, impl=impl).apply(up_params, x_nhwc), y_up)
