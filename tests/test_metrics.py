@@ -200,7 +200,9 @@ def test_toy_metrics_samples_at_modes_and_one_mode_missing():
     centres, std = metrics.toy_mixture("grid25")
     at_modes = np.repeat(centres, 4, axis=0)
     assert metrics.toy_mode_metrics(at_modes, centres, std) == {
-        "modes": 25, "high_quality": 1.0, "reverse_kl": 0.0,
+        "modes": 25,
+        "high_quality": 1.0,
+        "reverse_kl": 0.0,
     }
     missing = np.repeat(centres[1:], 4, axis=0)
     out = metrics.toy_mode_metrics(missing, centres, std)
@@ -252,7 +254,9 @@ def test_wasserstein1_exact_shift_and_errors():
 def test_stacked_mode_metrics():
     all_modes = np.array(list(itertools.product(range(10), repeat=3)))
     assert metrics.stacked_mode_metrics(all_modes) == {
-        "modes": 1000, "num_modes": 1000, "kl": pytest.approx(0.0, abs=1e-12),
+        "modes": 1000,
+        "num_modes": 1000,
+        "kl": pytest.approx(0.0, abs=1e-12),
     }
     collapsed = metrics.stacked_mode_metrics(np.zeros((100, 3), dtype=int))
     assert collapsed["modes"] == 1 and collapsed["kl"] == pytest.approx(math.log(1000))

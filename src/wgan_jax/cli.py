@@ -47,6 +47,7 @@ def setup_logging(is_main: bool) -> None:
     logger.setLevel(logging.INFO if is_main else logging.WARNING)
     logger.propagate = False
     logging.getLogger("absl").setLevel(logging.WARNING)
+    logging.getLogger("jax").setLevel(logging.WARNING)
 
 
 def run_guarded(fn: Callable[[], int | None]) -> int:

@@ -72,7 +72,7 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.model.generator_norm = "none"  # "batch" (cross-replica) or "none"
     c.model.critic_norm = "none"  # "none", "layer"; "batch" only without an input-gradient penalty
     c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
-    c.model.conv_impl = "xla"  # stride-2 conv implementation: "xla" or "s2d"
+    c.model.conv_impl = "auto"  # stride-2 convs: "auto", "matmul", "s2d" or "xla" (same function)
 
     c.checkpoint_every = 0  # 0: only at the end
     c.keep_checkpoints = 3
@@ -139,7 +139,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "model.generator_norm": ("batch", "none"),
         "model.critic_norm": ("none", "layer", "batch"),
         "model.critic_output": ("linear", "sigmoid"),
-        "model.conv_impl": ("xla", "s2d"),
+        "model.conv_impl": ("auto", "matmul", "s2d", "xla"),
         "diagnostics.level": ("off", "basic", "full"),
     }
     for key, allowed in choices.items():

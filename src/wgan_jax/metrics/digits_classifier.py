@@ -112,7 +112,11 @@ class DigitClassifier:
         try:
             with os.fdopen(fd, "wb") as f:
                 np.savez(
-                    f, w1=self.w1, b1=self.b1, w2=self.w2, b2=self.b2,
+                    f,
+                    w1=self.w1,
+                    b1=self.b1,
+                    w2=self.w2,
+                    b2=self.b2,
                     test_accuracy=np.float64(self.test_accuracy),
                 )
             os.replace(tmp, path)

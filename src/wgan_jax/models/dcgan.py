@@ -1,0 +1,97 @@
+"""DCGAN-style conv nets for square images of 16, 32 or 64 px and 1, 3 or 4 channels.
+
+The layout is the WGAN-GP reference CIFAR DCGAN (`gan_cifar.py`), generalised in size:
+G = Dense to 4x4x(DIM*2^(n-1)) + BN + ReLU, then 4x4 stride-2 transposed convs halving the
+width down to DIM (BN + ReLU), then one more to the image's channels with tanh. D = 4x4
+stride-2 convs from the image to DIM, 2*DIM, ... with LeakyReLU(0.2), then Dense to 1.
+The critic has no BatchNorm unless asked for (only the classic logistic-loss baseline may).
+"""
+
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from wgan_jax.models.layers import DownConv, UpConv
+
+_PROB_EPS = 1e-7  # a sigmoid output saturates like PyTorch's Sigmoid + BCELoss would
+
+
+def _num_resamplings(image_size: int) -> int:
+    n = int(math.log2(image_size)) - 2
+    if image_size != 4 * 2**n or n < 1:
+        raise ValueError(f"image_size must be 4 * 2^n with n >= 1, got {image_size}")
+    return n
+
+
+class DCGANGenerator(nn.Module):
+    """z [B, Z] -> images [B, S, S, C] in [-1, 1]."""
+
+    image_size: int = 32
+    channels: int = 3
+    width: int = 64  # DIM
+    norm: str = "batch"  # "batch" (cross-replica over `axis_name`) or "none"
+    axis_name: str | None = "data"
+    conv_impl: str = "auto"
+    dtype: jnp.dtype = jnp.float32
+
+    def _norm(self, h: jax.Array, train: bool) -> jax.Array:
+        if self.norm != "batch":
+            return h
+        return nn.BatchNorm(
+            use_running_average=not train,
+            axis_name=self.axis_name,
+            use_fast_variance=False,
+            dtype=self.dtype,
+        )(h)
+
+    @nn.compact
+    def __call__(self, z: jax.Array, train: bool = True) -> jax.Array:
+        n = _num_resamplings(self.image_size)
+        bias = self.norm != "batch"  # a bias before BatchNorm cancels; its gradient is noise
+        ch = self.width * 2 ** (n - 1)
+        h = nn.Dense(4 * 4 * ch, use_bias=bias, dtype=self.dtype)(z.astype(self.dtype))
+        h = nn.relu(self._norm(h.reshape(z.shape[0], 4, 4, ch), train))
+        self.sow("intermediates", "relu_0", h)
+        for i in range(n - 1):
+            ch //= 2
+            h = UpConv(ch, impl=self.conv_impl, use_bias=bias, dtype=self.dtype)(h)
+            h = nn.relu(self._norm(h, train))
+            self.sow("intermediates", f"relu_{i + 1}", h)
+        h = UpConv(self.channels, impl=self.conv_impl, dtype=self.dtype)(h)
+        out = jnp.tanh(h.astype(jnp.float32))
+        self.sow("intermediates", "tanh", out)
+        return out
+
+
+class DCGANCritic(nn.Module):
+    """images [B, S, S, C] -> scores [B] (logits for the logistic loss)."""
+
+    width: int = 64
+    norm: str = "none"  # "none", "layer", or "batch" (classic DCGAN baseline only)
+    output: str = "linear"  # "sigmoid": saturating probability output, returned as a logit
+    axis_name: str | None = "data"
+    conv_impl: str = "auto"
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        n = _num_resamplings(x.shape[1])
+        h = x.astype(self.dtype)
+        for i in range(n):
+            h = DownConv(self.width * 2**i, impl=self.conv_impl, dtype=self.dtype)(h)
+            if self.norm == "layer":
+                h = nn.LayerNorm(reduction_axes=(-3, -2, -1), dtype=self.dtype)(h)
+            elif self.norm == "batch" and i > 0:
+                h = nn.BatchNorm(
+                    use_running_average=not train, axis_name=self.axis_name, dtype=self.dtype
+                )(h)
+            h = nn.leaky_relu(h, 0.2)
+        out = nn.Dense(1, dtype=self.dtype)(h.reshape(h.shape[0], -1))[:, 0].astype(jnp.float32)
+        if self.output == "sigmoid":
+            p = jnp.clip(jax.nn.sigmoid(out), _PROB_EPS, 1.0 - _PROB_EPS)
+            out = jnp.log(p) - jnp.log1p(-p)
+        return out
