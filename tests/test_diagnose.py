@@ -134,3 +134,23 @@ def test_command_line(tmp_path):
                          timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
     assert "Traceback" not in bad.stderr
+
+
+def test_rows_are_replayed_in_written_order_after_a_rollback(tmp_path, capsys):
+    rows = [r for r in _rows() if "critic_loss" in r]
+    abandoned = [dict(r, critic_loss=math.nan) for r in rows[80:83]]
+    retried = rows[80:]
+    workdir = _workdir(tmp_path, rows[:83] + abandoned + retried, {"loss": "wasserstein"},
+                       events=[{"step": 8200, "rule": "rollback", "message": "rolled back"}])
+    assert diagnose.run(workdir, as_json=True) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [p["rule"] for p in report["problems"]] == ["nonfinite", "rollback"]
+    assert report["last_step"] == rows[-1]["step"]
+    assert report["last_values"]["critic_loss"] == rows[-1]["critic_loss"]
+
+
+def test_recorded_health_events_are_judged_again_from_metrics(tmp_path, capsys):
+    stale = {"step": 500, "rule": "penalty_off_target", "message": "old thresholds"}
+    workdir = _workdir(tmp_path, _rows(), {"loss": "wasserstein", "penalty": "gp"}, [stale])
+    assert diagnose.run(workdir, as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["problems"] == []

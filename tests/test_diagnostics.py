@@ -4,7 +4,8 @@ Cross-device collectives are exercised with `jax.vmap(..., axis_name=...)`, whic
 `psum`/`pmax`/`pmean` their multi-device meaning without needing several devices.
 """
 
-import flax.linen as nn
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,14 +17,15 @@ rng = np.random.default_rng(0)
 
 
 def _params():
-    class Net(nn.Module):
-        @nn.compact
-        def __call__(self, x):
-            x = nn.relu(nn.Dense(8)(x))
-            x = nn.LayerNorm()(x)
-            return nn.Dense(1, name="out")(x)
+    """A Flax-style variables dict: {"params": {module: {kernel, bias | scale}}}."""
+    def normal(*shape):
+        return jnp.asarray(rng.normal(size=shape), jnp.float32)
 
-    return Net().init(jax.random.key(0), jnp.ones((1, 3)))
+    return {"params": {
+        "Dense_0": {"kernel": normal(3, 8), "bias": normal(8)},
+        "LayerNorm_0": {"scale": normal(8), "bias": normal(8)},
+        "out": {"kernel": normal(8, 1), "bias": normal(1)},
+    }}
 
 
 def _np_norm(*arrays):
@@ -113,7 +115,7 @@ def test_pairwise_diversity_matches_numpy():
     real = rng.normal(size=(32, 6, 6, 3)).astype(np.float32)
     fake = (0.5 * rng.normal(size=(32, 6, 6, 3)) + 3.0).astype(np.float32)
     expected = _np_mean_pdist(fake) / _np_mean_pdist(real)
-    np.testing.assert_allclose(jax.jit(diagnostics.pairwise_diversity)(fake, real), expected,
+    np.testing.assert_allclose(diagnostics.pairwise_diversity(fake, real), expected,
                                rtol=1e-4)
     collapsed = np.repeat(fake[:1], 32, axis=0)
     assert float(diagnostics.pairwise_diversity(collapsed, real)) < 1e-3
@@ -129,5 +131,49 @@ def test_pairwise_diversity_across_shards_is_mean_of_local_distances():
     num = np.mean([_np_mean_pdist(s) for s in fake.reshape(4, 4, 2)])
     den = np.mean([_np_mean_pdist(s) for s in real.reshape(4, 4, 2)])
     np.testing.assert_allclose(per_device, np.full(4, num / den), rtol=1e-4)
-    grads = jax.grad(lambda f: diagnostics.pairwise_diversity(f, real))(fake)
-    assert float(jnp.abs(grads).sum()) == 0.0
+
+
+SHARD_MAP = r"""
+import json
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import PartitionSpec as P
+from wgan_jax import diagnostics
+
+mesh = jax.make_mesh((4,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+rng = np.random.default_rng(1)
+act = np.maximum(rng.normal(size=(8, 12)) - 1.5, 0).astype(np.float32)
+act[:7, 3] = 0.0
+act[7, 3] = 1.0
+y = np.tanh(3 * rng.normal(size=(8, 5))).astype(np.float32)
+fake = rng.normal(size=(8, 3)).astype(np.float32)
+real = rng.normal(size=(8, 3)).astype(np.float32)
+
+def f(a, t, fk, rl):
+    return (diagnostics.dead_fraction(a, axis_name="data"),
+            diagnostics.saturated_fraction(t, axis_name="data"),
+            diagnostics.pairwise_diversity(fk, rl, axis_name="data"))
+
+out = jax.jit(jax.shard_map(f, mesh=mesh, in_specs=(P("data"),) * 4, out_specs=(P(), P(), P())))(
+    act, y, fake, real)
+print(json.dumps([float(v) for v in out]))
+"""
+
+
+def test_inside_shard_map_on_four_devices():
+    from conftest import run_python
+
+    proc = run_python(SHARD_MAP, devices=4, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dead, saturated, diversity = json.loads(proc.stdout.strip().splitlines()[-1])
+    r = np.random.default_rng(1)
+    act = np.maximum(r.normal(size=(8, 12)) - 1.5, 0).astype(np.float32)
+    act[:7, 3] = 0.0
+    act[7, 3] = 1.0
+    y = np.tanh(3 * r.normal(size=(8, 5))).astype(np.float32)
+    fake = r.normal(size=(8, 3)).astype(np.float32)
+    real = r.normal(size=(8, 3)).astype(np.float32)
+    np.testing.assert_allclose(dead, _np_dead(act), atol=1e-6)
+    np.testing.assert_allclose(saturated, np.mean(np.abs(y) > 0.99), atol=1e-6)
+    num = np.mean([_np_mean_pdist(s) for s in fake.reshape(4, 2, 3)])
+    den = np.mean([_np_mean_pdist(s) for s in real.reshape(4, 2, 3)])
+    np.testing.assert_allclose(diversity, num / den, rtol=1e-4)

@@ -193,3 +193,40 @@ def test_config_thresholds_and_disable():
     assert health.analyse(rows, {"enabled": False}, "wasserstein", "gp") == []
     defaults = health.default_health_config()
     assert all(isinstance(v, (int, float, bool)) for v in defaults.values())
+
+
+def test_weak_penalty_gets_proportionally_more_slack():
+    rows = train_rows(healthy_rows())
+    for i in range(BAD, N):
+        rows[i]["input_grad_norm/interp_mean"] = 2.2  # typical of lambda = 0.1 on toy data
+    assert rules(health.analyse(rows, {}, "wasserstein", "gp")) == ["penalty_off_target"]
+    assert health.analyse(rows, {}, "wasserstein", "gp", penalty_weight=0.1) == []
+    for i in range(BAD, N):
+        rows[i]["input_grad_norm/interp_mean"] = 20.0
+    assert rules(health.analyse(rows, {}, "wasserstein", "gp", penalty_weight=0.1)) == [
+        "penalty_off_target"]
+
+
+def test_format_event_is_one_line():
+    rows = train_rows(healthy_rows())
+    rows[150]["critic_loss"] = math.nan
+    (event,) = health.analyse(rows, {}, "wasserstein", "gp")
+    line = health.format_event(event)
+    assert line.startswith("step 1500 [nonfinite] Non-finite") and "Advice: " in line
+    assert "\n" not in line
+
+
+def test_wasserstein_generator_loss_drift_is_not_a_spike():
+    rows = train_rows(healthy_rows())
+    for i in range(BAD, N):
+        rows[i]["generator_loss"] += 40.0  # the critic's offset moved
+    assert health.analyse(rows, {}, "wasserstein", "gp") == []
+    assert "loss_spike" in rules(health.analyse(rows, {}, "hinge", "gp"))
+
+
+def test_eval_spreads_are_not_scores():
+    rows = healthy_rows()
+    for j, r in enumerate(r for r in rows if "eval/fid" in r):
+        r["eval/is_std"] = 1.0 if j < 3 else 0.01
+    assert health.analyse(rows, {}, "wasserstein", "gp") == []
+    assert health.is_eval_score("eval/fid") and not health.is_eval_score("eval/kid_std")

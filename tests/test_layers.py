@@ -12,8 +12,8 @@ from wgan_jax.models import layers
 from wgan_jax.models.layers import DownConv, UpConv
 
 FAST_IMPLS = ("s2d", "matmul")
-# (spatial size, input channels, output channels): sizes 4..64, odd and even, channels 1/3/4/...
-CASES = [(4, 1, 3), (5, 3, 4), (8, 4, 1), (13, 3, 8), (16, 8, 16), (32, 3, 4), (64, 1, 2)]
+# (spatial size, input channels, output channels): sizes 4..64, odd and even, channels 1/3/4.
+CASES = [(4, 1, 3), (7, 3, 4), (64, 4, 1)]
 
 
 def _setup(cls, size, cin, cout, impl="xla", seed=0):
@@ -33,13 +33,10 @@ def _close(actual, expected, rtol=1e-5):
 
 
 def _derivatives(module, params, x):
-    """Values, input and parameter gradients, and the penalty's double backward."""
-
-    def out(p, x):
-        return module.apply(p, x)
+    """Values, input and parameter gradients, and the penalty's double backward (one jit)."""
 
     def smooth(p, x):
-        y = out(p, x)
+        y = module.apply(p, x)
         w = jnp.sin(jnp.arange(y.size, dtype=y.dtype)).reshape(y.shape)
         return jnp.sum(jnp.tanh(y) * w)
 
@@ -48,10 +45,14 @@ def _derivatives(module, params, x):
         norms = jnp.sqrt(jnp.sum(g**2, axis=(1, 2, 3)) + 1e-12)
         return jnp.mean((norms - 1.0) ** 2)
 
-    value = jax.jit(out)(params, x)
-    grads = jax.jit(jax.grad(smooth, argnums=(0, 1)))(params, x)
-    second = jax.jit(jax.grad(penalty, argnums=(0, 1)))(params, x)
-    return value, grads, second
+    def everything(p, x):
+        return (
+            module.apply(p, x),
+            jax.grad(smooth, argnums=(0, 1))(p, x),
+            jax.grad(penalty, argnums=(0, 1))(p, x),
+        )
+
+    return jax.jit(everything)(params, x)
 
 
 @pytest.mark.parametrize("cls", [DownConv, UpConv])
@@ -63,7 +64,7 @@ def test_fast_impls_match_xla(cls, size, cin, cout):
         _close(_derivatives(cls(cout, impl=impl), params, x), expected)
 
 
-@pytest.mark.parametrize("size,cin,cout", [(4, 1, 3), (7, 3, 4), (16, 4, 8)])
+@pytest.mark.parametrize("size,cin,cout", [(4, 1, 3), (7, 3, 8)])
 def test_xla_down_equals_nn_conv(size, cin, cout):
     x, params = _setup(DownConv, size, cin, cout)
     ref = nn.Conv(cout, (4, 4), strides=(2, 2), padding=((1, 1), (1, 1)))
@@ -75,7 +76,7 @@ def test_xla_down_equals_nn_conv(size, cin, cout):
     _close(y, ref.apply(params, x), rtol=1e-6)
 
 
-@pytest.mark.parametrize("size,cin,cout", [(4, 1, 3), (7, 3, 4), (16, 4, 8)])
+@pytest.mark.parametrize("size,cin,cout", [(4, 1, 3), (7, 3, 8)])
 def test_xla_up_equals_nn_conv_transpose(size, cin, cout):
     x, params = _setup(UpConv, size, cin, cout)
     ref = nn.ConvTranspose(cout, (4, 4), strides=(2, 2), padding=((2, 2), (2, 2)))

@@ -17,6 +17,7 @@ from wgan_jax.metrics.digits_classifier import (
     to_8x8,
     train_test_split_indices,
 )
+from wgan_jax.metrics.inception import bilinear_matrix
 
 
 # ---------------------------------------------------------------------------- FID
@@ -174,6 +175,18 @@ def test_prdc_two_10k_gaussian_samples():
     assert out["precision"] == pytest.approx(out["recall"], abs=0.03)
 
 
+def test_compare_features_collects_every_metric():
+    rng = np.random.default_rng(0)
+    real, fake = rng.standard_normal((200, 6)), rng.standard_normal((150, 6)) + 0.5
+    out = metrics.compare_features(real, fake, kid_subsets=5, kid_subset_size=100)
+    assert out["fid"] == metrics.fid_from_features(real, fake)
+    kid = metrics.kid_from_features(real, fake, subsets=5, subset_size=100)
+    assert (out["kid_mean"], out["kid_std"]) == kid
+    assert {k: out[k] for k in ("precision", "recall", "density", "coverage")} == (
+        metrics.compute_prdc(real, fake)
+    )
+
+
 # ---------------------------------------------------------------------------- toy modes
 @pytest.mark.parametrize("name", metrics.TOY_MIXTURES)
 def test_toy_mixture_definitions(name):
@@ -293,6 +306,17 @@ def test_digit_classifier_accuracy_and_cache(digit_classifier):
     images, labels = load_digits_scaled()
     _, test_idx = train_test_split_indices(len(labels))
     up = np.repeat(np.repeat(images[test_idx], 4, axis=1), 4, axis=2)  # 32x32
+    assert (model.predict(up) == labels[test_idx]).mean() >= 0.95
+
+
+def test_digit_classifier_on_bilinear_upscaled_uint8_digits(digit_classifier):
+    """Images as a data pipeline makes them: bilinear x4 upscale, uint8 quantised, to [-1, 1]."""
+    model, _ = digit_classifier
+    images, labels = load_digits_scaled()
+    _, test_idx = train_test_split_indices(len(labels))
+    m = bilinear_matrix(8, 32)
+    up = np.einsum("ih,nhwc,jw->nijc", m, images[test_idx], m)
+    up = np.rint((up + 1.0) * 127.5) / 127.5 - 1.0
     assert (model.predict(up) == labels[test_idx]).mean() >= 0.95
 
 

@@ -1,9 +1,20 @@
 """Checkpoints with orbax: async saves, newest-N plus best retention, fallback on corruption.
 
-A checkpoint holds the whole `TrainState` and the data iterator's position, so a resumed run
-continues bit for bit. Retention uses orbax preservation policies (latest N *or* best), never
-`best_fn` with `max_to_keep`, which can delete the newest checkpoint. The best step is also
-recorded in `checkpoints/best.json` by us, so tools need not trust orbax's metric bookkeeping.
+A checkpoint (`WORKDIR/checkpoints/<step>/`) holds three items: `state` (the whole
+`TrainState`: both networks, BatchNorm statistics, both optimizer states, the EMA generator,
+the step and the base RNG key), `data` (the data iterator's position and the trainer's guard
+bookkeeping, JSON) and `config` (the run's config, JSON). A resumed run therefore continues
+bit for bit.
+
+Retention uses orbax preservation policies, *latest N or best 1*, never `best_fn` with
+`max_to_keep` (that combination can delete the newest checkpoint). Orbax deletes old steps only
+after a newer one is committed, so the last good checkpoint always survives a crash. The best
+step is also recorded by us in `checkpoints/best.json`, written only once that step is
+committed, so tools need not trust orbax's metric bookkeeping.
+
+Evaluation feeds the "best" policy by passing its metrics to `Checkpointer.save(..., metrics=)`
+at the step it ran; `best_metric` names the metric ("" = the first of `EVAL_PREFERENCE` that
+evaluation reports).
 """
 
 from __future__ import annotations
@@ -11,49 +22,166 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
+import shutil
+import time
 from typing import Any
 
 import jax
-import numpy as np
+import jax.numpy as jnp
 import orbax.checkpoint as ocp
 from orbax.checkpoint import checkpoint_managers as cm
 
 from wgan_jax.errors import UserError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("wgan_jax")
+
+# Metrics that pick the best checkpoint when config.eval.metric is "", best first.
+EVAL_PREFERENCE = ("eval/fid", "eval/kid", "eval/w1", "eval/reverse_kl", "eval/modes", "eval/is")
+_HIGHER_IS_BETTER = ("modes", "precision", "recall", "coverage", "density", "inception_score",
+                     "high_quality", "is")
 
 
-def _lower_is_better(metric: str) -> bool:
+def lower_is_better(metric: str) -> bool:
+    """True for distances (FID, KID, W1, ...), False for counts and scores (modes, IS, recall)."""
     name = metric.split("/")[-1]
-    return not any(word in name for word in ("modes", "precision", "recall", "coverage",
-                                             "density", "inception_score", "high_quality"))
+    return not any(name == word or name.startswith(word) for word in _HIGHER_IS_BETTER)
+
+
+def _normalise_metric(metric: str) -> str:
+    return metric if not metric or metric.startswith("eval/") else "eval/" + metric
+
+
+@jax.jit
+def _all_finite(tree: Any) -> jax.Array:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
+              if jnp.issubdtype(x.dtype, jnp.floating)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+
+
+def all_finite(tree: Any) -> bool:
+    """Whether every floating-point leaf of `tree` is finite (one device-to-host sync)."""
+    return bool(_all_finite(tree))
 
 
 class Checkpointer:
-    """Saves and restores `(state, data_state)` under `WORKDIR/checkpoints/`."""
+    """Saves and restores `(state, data_state)` under `WORKDIR/checkpoints/`.
 
-    def __init__(self, workdir: str, *, keep: int = 3, best_metric: str = "") -> None:
+    `read_only=True` is for tools (sampling, evaluation) that read a workdir a trainer may be
+    writing: it never cleans temporary directories, deletes or renames anything.
+    """
+
+    def __init__(
+        self,
+        workdir: str,
+        *,
+        keep: int = 3,
+        best_metric: str = "",
+        read_only: bool = False,
+        config_json: dict[str, Any] | None = None,
+    ) -> None:
         self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
-        self.best_metric = best_metric
+        self.read_only = read_only
         self._best_path = os.path.join(self.directory, "best.json")
-        policies: list[Any] = [cm.LatestN(n=keep)]
-        if best_metric:
-            policies.append(
-                cm.BestN(
-                    get_metric_fn=lambda m: m[best_metric],
-                    reverse=_lower_is_better(best_metric),
-                    n=1,
-                    keep_checkpoints_without_metrics=False,
-                )
-            )
+        self._config_json = config_json
+        self._pending_best: dict[str, Any] | None = None
+        self.skipped: list[tuple[int, str]] = []  # unreadable checkpoints met by restore()
+        self.best_metric = _normalise_metric(best_metric)
+        recorded = self._read_best_file()
+        if not self.best_metric and recorded:
+            self.best_metric = recorded.get("metric", "")
+        self._best_value = (
+            float(recorded["value"])
+            if recorded and recorded.get("metric") == self.best_metric else None
+        )
+        policy = cm.AnyPreservationPolicy([
+            cm.LatestN(n=keep),
+            # Scores are "lower is better"; BestN keeps the last n after a descending sort.
+            cm.BestN(get_metric_fn=self._score, reverse=True, n=1,
+                     keep_checkpoints_without_metrics=False),
+        ])
         options = ocp.CheckpointManagerOptions(
-            preservation_policy=cm.AnyPreservationPolicy(policies),
-            enable_async_checkpointing=True,
-            create=True,
-            cleanup_tmp_directories=True,
+            preservation_policy=None if read_only else policy,
+            best_fn=self._score,  # makes orbax store each step's metrics for BestN on restart
+            best_mode="min",
+            enable_async_checkpointing=not read_only,
+            create=not read_only,
+            cleanup_tmp_directories=not read_only,
+            read_only=read_only,
         )
         self.manager = ocp.CheckpointManager(self.directory, options=options)
+
+    # ---- metrics and the best checkpoint -------------------------------------------------
+
+    def _score(self, metrics: Any) -> float:
+        """A checkpoint's rank for the best-N policy: lower is better; unknown is worst."""
+        if not self.best_metric or not isinstance(metrics, dict):
+            return math.inf
+        value = metrics.get(self.best_metric)
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            return math.inf
+        return float(value) if lower_is_better(self.best_metric) else -float(value)
+
+    def _choose_metric(self, metrics: dict[str, float]) -> None:
+        if self.best_metric or not metrics:
+            return
+        finite = [k for k, v in metrics.items() if k.startswith("eval/") and math.isfinite(v)]
+        order = [k for k in EVAL_PREFERENCE if k in finite] + sorted(finite)
+        if order:
+            self.best_metric = order[0]
+            log.info("best checkpoint chosen by %s (%s is better)", self.best_metric,
+                     "lower" if lower_is_better(self.best_metric) else "higher")
+
+    def _read_best_file(self) -> dict[str, Any] | None:
+        try:
+            with open(self._best_path) as f:
+                record = json.load(f)
+            return record if isinstance(record, dict) and "step" in record else None
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def _write_pending_best(self) -> None:
+        """Records the pending best step in best.json once its checkpoint is committed."""
+        pending = self._pending_best
+        if pending is None or pending["step"] not in self.manager.all_steps():
+            return
+        self._pending_best = None
+        if jax.process_index() != 0 or self.read_only:
+            return
+        tmp = self._best_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(pending, f)
+        os.replace(tmp, self._best_path)
+
+    def best(self) -> dict[str, Any] | None:
+        """`{"step", "metric", "value"}` of the best kept checkpoint, or None before any eval.
+
+        Read from best.json; if that step is gone (or the file is missing), recomputed from the
+        metrics orbax stored beside each checkpoint.
+        """
+        record = self._read_best_file()
+        steps = self.all_steps()
+        if record is not None and record["step"] in steps:
+            return record
+        metric = self.best_metric or (record or {}).get("metric", "")
+        if not metric:
+            return None
+        best = None
+        for step in steps:
+            try:
+                value = (self.manager.metrics(step) or {}).get(metric)
+            except Exception:  # noqa: BLE001 - a checkpoint without readable metrics
+                continue
+            if not isinstance(value, int | float) or not math.isfinite(value):
+                continue
+            better = best is None or (value < best["value"] if lower_is_better(metric)
+                                      else value > best["value"])
+            if better:
+                best = {"step": step, "metric": metric, "value": float(value)}
+        return best
+
+    # ---- steps, save, restore ------------------------------------------------------------
 
     def all_steps(self) -> list[int]:
         return sorted(self.manager.all_steps())
@@ -62,54 +190,65 @@ class Checkpointer:
         steps = self.all_steps()
         return steps[-1] if steps else None
 
-    def best(self) -> dict[str, Any] | None:
-        """{"step", "metric", "value"} of the best checkpoint so far, if any."""
-        if not os.path.exists(self._best_path):
-            return None
-        with open(self._best_path) as f:
-            return json.load(f)
-
     def save(
         self,
         step: int,
         state: Any,
         data_state: dict[str, Any],
         metrics: dict[str, float] | None = None,
-    ) -> None:
-        """Starts an asynchronous save of step `step`; `metrics` feed the best-N policy."""
+    ) -> bool:
+        """Starts an asynchronous save of `step`; returns whether a save was started.
+
+        `metrics` (e.g. `{"eval/fid": 12.3}` when an evaluation ran at this step) feed the
+        best-checkpoint policy. A state with a non-finite value is never saved (logged instead),
+        and a step that already has a checkpoint is left alone.
+        """
+        if self.read_only:
+            raise UserError(f"{self.directory} was opened read-only")
         if step in self.manager.all_steps():
-            return
+            return False
+        if not all_finite(state):
+            log.warning("state at step %d has non-finite values; checkpoint not saved", step)
+            return False
         metrics = {k: float(v) for k, v in (metrics or {}).items()}
-        self.manager.save(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state),
-                data=ocp.args.JsonSave(data_state),
-            ),
-            metrics=metrics or None,
-        )
-        if self.best_metric and self.best_metric in metrics:
+        self._choose_metric(metrics)
+        items: dict[str, Any] = {
+            "state": ocp.args.StandardSave(state),
+            "data": ocp.args.JsonSave(data_state),
+        }
+        if self._config_json is not None:
+            items["config"] = ocp.args.JsonSave(self._config_json)
+        previous_pending = self._pending_best
+        self.manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
+        # manager.save waited for the previous save, so its best record can be written now.
+        if previous_pending is not None:
+            self._write_pending_best()
+        score = self._score(metrics)
+        if math.isfinite(score):
             value = metrics[self.best_metric]
-            best = self.best()
-            better = best is None or (
-                value < best["value"] if _lower_is_better(self.best_metric)
-                else value > best["value"]
-            )
-            if better and np.isfinite(value) and jax.process_index() == 0:
-                tmp = self._best_path + ".tmp"
-                with open(tmp, "w") as f:
-                    json.dump({"step": step, "metric": self.best_metric, "value": value}, f)
-                os.replace(tmp, self._best_path)
+            current = self._best_value
+            if current is None or (value < current if lower_is_better(self.best_metric)
+                                   else value > current):
+                self._best_value = value
+                self._pending_best = {"step": step, "metric": self.best_metric, "value": value}
+        return True
 
     def restore(
         self, abstract_state: Any, step: int | None = None
     ) -> tuple[Any, dict[str, Any], int] | None:
-        """Restores `step` (default: newest readable) into the shardings of `abstract_state`.
+        """Restores `step` (default: the newest readable one) into `abstract_state`'s shardings.
 
-        A newest checkpoint that cannot be read (killed mid-write, truncated) is reported in one
-        line and the previous one is used. Returns None when there is no checkpoint.
+        `abstract_state` is a pytree of `jax.ShapeDtypeStruct` with the *current* mesh's
+        shardings, so a checkpoint written on 8 devices restores on 1 and the reverse. A
+        newest checkpoint that cannot be read (killed mid-write, truncated) or holds a
+        non-finite value is reported in one line and the previous one is used; once an older
+        one restores, the broken ones are moved aside to `<step>.corrupt-<time>` (not in
+        read-only mode). If none restores (a changed config, most likely), nothing is moved
+        and a `UserError` says so. Returns None when there is no checkpoint.
         """
+        self.manager.reload()
         steps = [step] if step is not None else list(reversed(self.all_steps()))
+        failures: list[tuple[int, str]] = []
         for candidate in steps:
             try:
                 restored = self.manager.restore(
@@ -119,28 +258,87 @@ class Checkpointer:
                         data=ocp.args.JsonRestore(),
                     ),
                 )
+                state, data = restored.state, dict(restored.data)
+                saved_step = getattr(state, "step", None)
+                if saved_step is not None and int(saved_step) != candidate:
+                    raise ValueError(f"holds step {int(saved_step)}")
+                if not all_finite(state):
+                    raise ValueError("holds non-finite values")
             except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is skipped
+                reason = f"{type(error).__name__}: {_first_line(error)}"[:200]
                 if step is not None:
                     raise UserError(f"checkpoint {candidate} in {self.directory} cannot be "
-                                    f"read: {type(error).__name__}") from error
-                log.warning("checkpoint %d in %s is unreadable (%s: %s); trying the previous one",
-                            candidate, self.directory, type(error).__name__,
-                            str(error).splitlines()[0][:200] if str(error) else "")
+                                    f"read ({reason})") from error
+                failures.append((candidate, reason))
+                log.warning("checkpoint %d in %s is unreadable (%s); trying the previous one",
+                            candidate, self.directory, reason)
                 continue
-            return restored.state, dict(restored.data), candidate
+            # An older checkpoint of the same structure restored, so the newer ones are
+            # broken: move them aside, so that their step numbers can be saved again.
+            for bad, reason in failures:
+                self.skipped.append((bad, reason))
+                self._quarantine(bad)
+            return state, data, candidate
+        if failures:
+            # Nothing restores: more likely a changed config or model than corruption, so
+            # nothing is moved.
+            newest, reason = failures[0]
+            raise UserError(
+                f"no checkpoint in {self.directory} can be restored into this run's state "
+                f"(newest, {newest}: {reason}); if the config or model changed, use the "
+                "original config or a new --workdir"
+            )
         return None
 
+    def _quarantine(self, step: int) -> None:
+        """Moves an unreadable step aside so later saves of that step number are possible."""
+        if self.read_only:
+            return
+        if jax.process_index() == 0:
+            path = os.path.join(self.directory, str(step))
+            target = f"{path}.corrupt-{int(time.time())}"
+            try:
+                os.replace(path, target)
+            except OSError:
+                shutil.rmtree(path, ignore_errors=True)
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices(f"wgan_jax_quarantine_{step}")
+        self.manager.reload()
+
+    def reached_preemption(self, step: int) -> bool:
+        """Multi-host: True on every process at the same step once any got a preemption notice.
+
+        Single-process runs handle SIGTERM themselves (see `wgan_jax.train`); this is False.
+        """
+        if jax.process_count() == 1:
+            return False
+        return self.manager.reached_preemption(step)
+
     def wait(self) -> None:
-        """Blocks until every started save is committed."""
+        """Blocks until every started save is committed (then records the best step)."""
         self.manager.wait_until_finished()
+        self.manager.check_for_errors()
+        self._write_pending_best()
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
+        if not self.read_only:
+            self.wait()
         self.manager.close()
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
 class WorkdirLock:
-    """An exclusive lock on a workdir, so two trainers never write the same checkpoints."""
+    """An exclusive lock on a workdir, so two trainers never write the same checkpoints.
+
+    `flock` is released by the kernel when the process dies, so a killed trainer never leaves
+    a stale lock behind.
+    """
 
     def __init__(self, workdir: str) -> None:
         self.path = os.path.join(workdir, ".lock")

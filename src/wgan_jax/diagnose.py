@@ -1,8 +1,9 @@
 """`python -m wgan_jax.diagnose --workdir DIR [--json]`: a plain-language health report of a run.
 
-Reads WORKDIR/config.json (loss, penalty, penalty_target, learning rates, model.critic_norm and the
-`health` thresholds; defaults when absent), metrics.jsonl (replayed through the health rules of
-`wgan_jax.health`) and events.jsonl (events the trainer recorded, e.g. guard rollbacks), and says
+Reads WORKDIR/config.json (loss, penalty, penalty_target, penalty_weight, learning rates,
+model.critic_norm and the `health` thresholds; defaults when absent), metrics.jsonl (replayed
+through the health rules of `wgan_jax.health`, the source of truth for those rules) and
+events.jsonl (for the trainer's other events, e.g. guard rollbacks and resumes), and says
 whether the run is healthy, when each problem started, the evidence, and what to do, including
 which kept checkpoint had the best evaluation score.
 
@@ -88,7 +89,7 @@ def _checkpoint_steps(workdir: str) -> list[int]:
 
 def _best_eval(rows: Sequence[Mapping], config: Mapping, checkpoints: list[int]) -> dict | None:
     """The best value of the run's selection metric, and the kept checkpoint closest to it."""
-    keys = {k for r in rows for k, v in r.items() if k.startswith("eval/") and _finite(v)}
+    keys = {k for r in rows for k, v in r.items() if health.is_eval_score(k) and _finite(v)}
     if not keys:
         return None
     wanted = (config.get("eval") or {}).get("metric") if isinstance(config.get("eval"),
@@ -151,6 +152,32 @@ def _tailored_advice(rule: str, evidence: Mapping, config: Mapping) -> list[str]
     return advice
 
 
+def _coverage(rows: Sequence[Mapping], loss: str, penalty: str) -> tuple[list[str], list[str]]:
+    """(rules whose metrics were logged, rules that could not run for lack of metrics)."""
+    keys = {k for r in rows for k in r}
+
+    def has(*names: str) -> bool:
+        return any(k == n or k.startswith(n + "/") for n in names for k in keys)
+
+    needs = {
+        "nonfinite": True,
+        "exploding_gradients": has("grad_norm/critic", "grad_norm/generator"),
+        "vanishing_gradients": has("grad_norm/generator"),
+        "discriminator_overpowering": (has("critic_loss") and has("generator_loss"))
+        if loss in ("logistic", "hinge") else has("wasserstein_estimate"),
+        "loss_spike": has("critic_loss"),
+        "mode_collapse": has("diversity", "eval/modes"),
+        "eval_regression": any(health.is_eval_score(k) for k in keys),
+        "dead_units": has("dead_units"),
+        "saturation": has("saturated"),
+    }
+    if penalty in ("gp", "lp"):
+        needs["penalty_off_target"] = has("input_grad_norm/interp_mean")
+    checked = [TITLES[r].lower() for r, ok in needs.items() if ok]
+    unchecked = [TITLES[r].lower() for r, ok in needs.items() if not ok]
+    return checked, unchecked
+
+
 def diagnose(workdir: str) -> dict:
     """Builds the report (a JSON-serialisable dict); raises `UserError` on bad input."""
     rows, file_events = _load_rows(workdir)
@@ -159,15 +186,22 @@ def diagnose(workdir: str) -> dict:
     penalty = str(config.get("penalty", "gp"))
     target = config.get("penalty_target", 1.0)
     health_config = config.get("health") if isinstance(config.get("health"), dict) else {}
+    weight = config.get("penalty_weight")
     monitor = health.HealthMonitor(health_config, loss=loss, penalty=penalty,
-                                   penalty_target=target if _finite(target) else 1.0)
-    rows.sort(key=lambda r: r["step"])
+                                   penalty_target=target if _finite(target) else 1.0,
+                                   penalty_weight=weight if _finite(weight) else None)
+    # Replayed in file order: after an in-run rollback the steps go back and the retried steps
+    # follow the abandoned ones, which is the order the run lived through.
     replayed = [e for r in rows for e in monitor.update(r)]
     ongoing = {key.split(":")[0] for key in monitor.active()}
     last_step = int(rows[-1]["step"])
 
+    # Health-rule events are taken from the replay (the metrics are the source of truth, judged
+    # with this run's config); events.jsonl contributes the trainer's other events (rollbacks,
+    # resumes, unreadable checkpoints, ...).
+    recorded = [e for e in file_events if e.get("rule") not in TITLES]
     seen, problems_by_rule, info = set(), {}, []
-    for event in list(file_events) + replayed:
+    for event in recorded + replayed:
         rule = str(event.get("rule", "unknown"))
         key = (rule, event.get("step"))
         if key in seen:
@@ -180,6 +214,11 @@ def diagnose(workdir: str) -> dict:
 
     checkpoints = _checkpoint_steps(workdir)
     best = _best_eval(rows, config, checkpoints)
+    checked, unchecked = _coverage(rows, loss, penalty)
+    train_rows = sum(1 for r in rows if "critic_loss" in r)
+    if train_rows < 2 * monitor.cfg["window"]:
+        notes.append(f"only {train_rows} training rows: trend rules need about "
+                     f"{2 * monitor.cfg['window']} (log more often with a smaller log_every)")
     problems = []
     for rule, events in problems_by_rule.items():
         events.sort(key=lambda e: e.get("step") if _finite(e.get("step")) else -1)
@@ -209,20 +248,23 @@ def diagnose(workdir: str) -> dict:
             "advice": advice,
         })
     problems.sort(key=lambda p: (p["first_step"] if _finite(p["first_step"]) else -1))
-    last = {k: rows[-1][k] for k in ("critic_loss", "generator_loss", "wasserstein_estimate",
-                                     "gradient_penalty") if k in rows[-1]}
+    shown = ("critic_loss", "generator_loss", "wasserstein_estimate", "gradient_penalty")
+    last_train = next((r for r in reversed(rows) if any(k in r for k in shown)), {})
+    last = {k: last_train[k] for k in shown if k in last_train}
     return {
         "workdir": os.path.abspath(workdir),
         "healthy": not problems,
         "loss": loss,
         "penalty": penalty,
         "rows": len(rows),
-        "first_step": int(rows[0]["step"]),
+        "first_step": int(min(r["step"] for r in rows)),
         "last_step": last_step,
         "last_values": last,
         "problems": problems,
         "best_eval": best,
         "checkpoints": checkpoints,
+        "checked": checked,
+        "not_checked": unchecked,
         "notes": notes + [str(e.get("message", e.get("rule"))) for e in info],
     }
 
@@ -272,6 +314,10 @@ def format_report(report: Mapping) -> str:
                  if best.get("checkpoint") is not None else "no checkpoint kept for it")
         lines.append(f"Best evaluation: {best['metric']} = {best['value']:.4g} at step "
                      f"{best['step']} ({where}).")
+    if report.get("not_checked"):
+        lines.append("")
+        lines.append("Not checked (metrics not logged; diagnostics.level='full' logs more, "
+                     "eval_every > 0 adds eval/*): " + ", ".join(report["not_checked"]) + ".")
     if report.get("notes"):
         lines.append("")
         lines.extend(f"Note: {n}" for n in report["notes"])

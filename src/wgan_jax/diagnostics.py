@@ -87,18 +87,18 @@ def dead_fraction(activations: Any, axis_name: str | None = None) -> jax.Array:
     inactive at every position of every example. With `axis_name`, "every example" spans all
     devices (an exact `pmax` of the per-unit activity), so the result equals the one-device value.
     """
-    alive_count = jnp.zeros((), jnp.float32)
+    alive_count = jnp.zeros((), jnp.int32)
     total = 0
     for act in jax.tree_util.tree_leaves(activations):
         act = jnp.asarray(act)
         alive = jnp.any(act > 0, axis=tuple(range(act.ndim - 1))).astype(jnp.int32)
         if axis_name is not None:
             alive = lax.pmax(alive, axis_name)
-        alive_count = alive_count + jnp.sum(alive).astype(jnp.float32)
+        alive_count = alive_count + jnp.sum(alive)
         total += act.shape[-1]
     if total == 0:
         return jnp.zeros((), jnp.float32)
-    return 1.0 - alive_count / total
+    return (total - alive_count).astype(jnp.float32) / total
 
 
 def saturated_fraction(

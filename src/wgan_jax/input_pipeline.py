@@ -1,16 +1,29 @@
 """Input pipelines: host batches in, global `jax.Array`s sharded on the `data` mesh out.
 
 Each iteration yields `[n_critic, global_batch, *data_shape]`: the `n_critic` real batches of
-one generator iteration. Every process builds only its own rows and the global array is
-assembled with `jax.make_array_from_process_local_data`. An iterator's position is a small
-JSON-able dict, so a checkpoint can restore it exactly.
+one generator iteration. What a global batch holds never depends on the number of processes or
+devices:
+
+* images: the examples form one endless stream, epoch after epoch, each epoch a seeded
+  permutation of the dataset (grain's `shuffle`, a different permutation per epoch); global
+  batch `k` is stream elements `[k * B, (k + 1) * B)`;
+* toy data: global batch `k` is `toy.toy_batch(name, B, seed, k)`, a pure function.
+
+Every process reads only its own rows of each global batch (the rows its devices hold in the
+`P(None, "data")` sharding: disjoint, and together the whole batch), and the global array is
+assembled with `jax.make_array_from_process_local_data`. Host batches are built ahead of use by
+grain's reader threads, so the step does not wait for decoding. Since every element is a pure
+function of its index, an iterator's position is one integer (`get_state`/`set_state`), and a
+checkpoint restores it exactly.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+import grain
 import jax
 import ml_collections
 import numpy as np
@@ -19,37 +32,66 @@ from jax.sharding import PartitionSpec as P
 
 from wgan_jax.config import data_shape
 from wgan_jax.data import toy
+from wgan_jax.errors import DataError
 
-BatchFn = Callable[[int], np.ndarray]  # global batch index -> this process's rows
+_ENDLESS = sys.maxsize // 2**20  # iterations: more than any run, small enough to index
+IMAGE_READ = grain.ReadOptions(num_threads=2, prefetch_buffer_size=2)
+TOY_READ = grain.ReadOptions(num_threads=1, prefetch_buffer_size=2)
+
+
+def local_rows(sharding: NamedSharding, global_shape: tuple[int, ...]) -> slice:
+    """The rows of the batch axis (axis 1) that this process's devices hold, as one slice."""
+    spans = sorted(
+        {
+            (index[1].start or 0, global_shape[1] if index[1].stop is None else index[1].stop)
+            for index in sharding.addressable_devices_indices_map(global_shape).values()
+        }
+    )
+    for (_, stop), (start, _) in zip(spans, spans[1:], strict=False):
+        if stop != start:
+            raise ValueError(f"this process's batch rows are not contiguous: {spans}")
+    return slice(spans[0][0], spans[-1][1])
 
 
 class DataIterator:
-    """Yields global batches `[n_critic, B, *shape]` from `batch_fn(index)`; position = index."""
+    """Yields global batches `[n_critic, B, *shape]`; position = generator iterations served.
+
+    `local` is a grain `MapDataset` whose element `k` is this process's rows of iteration `k`,
+    float32 `[n_critic, rows, *shape]`.
+    """
 
     def __init__(
         self,
-        batch_fn: BatchFn,
+        local: grain.MapDataset,
         mesh: Mesh,
         global_batch: int,
         n_critic: int,
         shape: tuple[int, ...],
         reference_fn: Callable[[int, int], np.ndarray],
+        read_options: grain.ReadOptions = IMAGE_READ,
+        labels_fn: Callable[[int, int], np.ndarray | None] | None = None,
     ) -> None:
-        self._batch_fn = batch_fn
-        self._n_critic = n_critic
+        self._local = local
         self._global_shape = (n_critic, global_batch, *shape)
         self._sharding = NamedSharding(mesh, P(None, "data"))
         self._reference_fn = reference_fn
+        self._labels_fn = labels_fn
+        self._read = read_options
+        self._iter: Any = None
         self.data_shape = shape
-        self.position = 0  # generator iterations served
+        self.position = 0
 
     def __iter__(self) -> DataIterator:
         return self
 
+    def _reader(self) -> Any:
+        if self._iter is None:
+            self._iter = iter(self._local[self.position :].to_iter_dataset(self._read))
+        return self._iter
+
     def next_local(self) -> np.ndarray:
         """This process's rows of the next iteration, on the host."""
-        first = self.position * self._n_critic
-        local = np.stack([self._batch_fn(first + j) for j in range(self._n_critic)])
+        local = next(self._reader())
         self.position += 1
         return local
 
@@ -62,43 +104,123 @@ class DataIterator:
         return {"position": self.position}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.position = int(state["position"])
+        position = int(state["position"])
+        if position != self.position or self._iter is None:
+            self.close()
+            self.position = position
+
+    def close(self) -> None:
+        """Stops the reader threads (a new reader starts at `position` when needed)."""
+        if self._iter is not None and hasattr(self._iter, "close"):
+            self._iter.close()
+        self._iter = None
 
     def reference_samples(self, n: int, seed: int = 0) -> np.ndarray:
         """n real examples, independent of the training stream (for plots and metrics)."""
         return self._reference_fn(n, seed)
 
+    def reference_labels(self, n: int, seed: int = 0) -> np.ndarray | None:
+        """Class labels of `reference_samples(n, seed)` (`[n, 3]` for stacked digits), or None."""
+        return None if self._labels_fn is None else self._labels_fn(n, seed)
 
-def _process_rows(global_batch: int) -> slice:
-    count, index = jax.process_count(), jax.process_index()
-    per = global_batch // count
-    return slice(index * per, (index + 1) * per)
+
+class _ToyIteration:
+    def __init__(self, name: str, batch: int, seed: int, n_critic: int, rows: slice) -> None:
+        self.name, self.batch, self.seed = name, batch, seed
+        self.n_critic, self.rows = n_critic, rows
+
+    def __call__(self, k: int) -> np.ndarray:
+        first = k * self.n_critic
+        return np.stack([
+            toy.toy_batch(self.name, self.batch, self.seed, first + j)[self.rows]
+            for j in range(self.n_critic)
+        ])
+
+
+class _GlobalIndex:
+    """Local example m of this process -> its index in the global example stream."""
+
+    def __init__(self, batch: int, rows: slice) -> None:
+        self.batch, self.start, self.per = batch, rows.start, rows.stop - rows.start
+
+    def __call__(self, m: int) -> int:
+        return (m // self.per) * self.batch + self.start + m % self.per
+
+
+def _sample_indices(length: int, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng([seed, 7919])
+    return rng.permutation(length)[:n] if n <= length else rng.integers(0, length, n)
+
+
+def image_stream(source: Any, seed: int) -> grain.MapDataset:
+    """The endless global example stream: epoch e is permutation `seed + e` of the source."""
+    return grain.MapDataset.source(source).seed(seed % 2**32).shuffle().repeat()
+
+
+class LocalData(NamedTuple):
+    """What one process reads: its rows of every iteration, and reference examples."""
+
+    dataset: grain.MapDataset  # element k: float32 [n_critic, rows, *shape] of iteration k
+    reference_fn: Callable[[int, int], np.ndarray]
+    labels_fn: Callable[[int, int], np.ndarray] | None
+    read_options: grain.ReadOptions
+
+
+def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
+    """The `rows` of every global batch of `config.dataset` (a pure function of the config)."""
+    kind, _, name = config.dataset.partition(":")
+    batch, seed, n_critic = config.global_batch_size, config.seed, config.n_critic
+    shape = data_shape(config)
+    if kind == "toy":
+        if name not in toy.MIXTURES and name not in ("swissroll", "25gaussians"):
+            raise DataError(f"unknown toy dataset {name!r}")
+        iteration = _ToyIteration(name, batch, seed, n_critic, rows)
+
+        def toy_reference(n: int, ref_seed: int) -> np.ndarray:
+            return toy.toy_samples(name, n, ref_seed + 1000)
+
+        return LocalData(
+            grain.MapDataset.range(_ENDLESS).map(iteration), toy_reference, None, TOY_READ
+        )
+
+    from wgan_jax.data import images
+
+    source = images.make_image_source(config)
+    if len(source) == 0:
+        raise DataError(f"{config.dataset}: the dataset is empty")
+    stream = image_stream(source, seed)
+    per = rows.stop - rows.start
+    dataset = (
+        grain.MapDataset.range(_ENDLESS * n_critic * per)
+        .map(_GlobalIndex(batch, rows))
+        .map(lambda g: stream[g])
+        .batch(n_critic * per)
+        .map(lambda b: images.to_float(b).reshape(n_critic, per, *shape))
+    )
+
+    def reference_fn(n: int, ref_seed: int) -> np.ndarray:
+        indices = _sample_indices(len(source), n, ref_seed)
+        return images.to_float(np.stack([source[int(i)] for i in indices]))
+
+    labels = getattr(source, "labels", None)
+    labels_fn = None
+    if labels is not None:
+
+        def labels_fn(n: int, ref_seed: int) -> np.ndarray:
+            return np.asarray(labels)[_sample_indices(len(source), n, ref_seed)]
+
+    return LocalData(dataset, reference_fn, labels_fn, IMAGE_READ)
 
 
 def create_input_pipeline(config: ml_collections.ConfigDict, mesh: Mesh) -> DataIterator:
-    """The iterator for `config.dataset` (see `wgan_jax.config` for the names)."""
-    kind, _, name = config.dataset.partition(":")
-    batch, seed = config.global_batch_size, config.seed
-    rows = _process_rows(batch)
-    if kind == "toy":
+    """The iterator for `config.dataset` (see `wgan_jax.config` for the names).
 
-        def batch_fn(index: int) -> np.ndarray:
-            return toy.toy_batch(name, batch, seed, index)[rows]
-
-        def reference_fn(n: int, ref_seed: int) -> np.ndarray:
-            return toy.toy_samples(name, n, ref_seed + 1000)
-
-    else:
-        from wgan_jax.data import images
-
-        source = images.make_image_source(config)
-
-        def batch_fn(index: int) -> np.ndarray:
-            return source.batch(index, batch, seed)[rows]
-
-        def reference_fn(n: int, ref_seed: int) -> np.ndarray:
-            return source.samples(n, ref_seed)
-
+    Raises `DataError` (one line) for a dataset that cannot be found, read or converted.
+    """
+    batch, n_critic, shape = config.global_batch_size, config.n_critic, data_shape(config)
+    rows = local_rows(NamedSharding(mesh, P(None, "data")), (n_critic, batch, *shape))
+    data = local_data(config, rows)
     return DataIterator(
-        batch_fn, mesh, batch, config.n_critic, data_shape(config), reference_fn
+        data.dataset, mesh, batch, n_critic, shape, data.reference_fn, data.read_options,
+        data.labels_fn,
     )

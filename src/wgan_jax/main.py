@@ -54,7 +54,13 @@ def main(argv: list[str]) -> int:
     from wgan_jax.train import train_and_evaluate
 
     cli.setup_logging(jax.process_index() == 0)
-    config = _CONFIG.value
+    try:
+        config = _CONFIG.value
+        config.get("seed")  # a config file that failed to load raises here
+    except (flags.Error, OSError, AttributeError, KeyError, TypeError, ValueError) as error:
+        path = flags.FLAGS["config"].config_filename
+        reason = [line.strip() for line in str(error).splitlines() if line.strip()][-1]
+        cli.fail(f"cannot load config file {path}: {reason}")
     return cli.run_guarded(lambda: train_and_evaluate(config, _WORKDIR.value) and 0)
 
 

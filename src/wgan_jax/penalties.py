@@ -36,20 +36,25 @@ def interpolate(real: jax.Array, fake: jax.Array, key: jax.Array) -> jax.Array:
     return interpolate_with(real, fake, alpha)
 
 
+def _at_least_f32(x: jax.Array) -> jax.Array:
+    """bf16/f16 -> f32 (norms and penalties are always computed in f32 or better)."""
+    return x.astype(jnp.promote_types(x.dtype, jnp.float32))
+
+
 def safe_norm(x: jax.Array, axis: tuple[int, ...] | int | None = None) -> jax.Array:
     """L2 norm with a finite gradient everywhere: exact value, 0 with gradient 0 at x = 0.
 
     `jnp.linalg.norm` differentiates to 0/0 = NaN at zero, which poisons the whole update
     when a critic is locally flat.
     """
-    sq = jnp.sum(jnp.square(x.astype(jnp.float32)), axis=axis)
+    sq = jnp.sum(jnp.square(_at_least_f32(x)), axis=axis)
     positive = sq > 0
     return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
 
 
 def input_gradients(critic_fn: CriticFn, x: jax.Array) -> jax.Array:
     """Per-example gradients of the critic's score with respect to its input."""
-    return jax.grad(lambda inputs: jnp.sum(critic_fn(inputs).astype(jnp.float32)))(x)
+    return jax.grad(lambda inputs: jnp.sum(_at_least_f32(critic_fn(inputs))))(x)
 
 
 def input_gradient_norms(critic_fn: CriticFn, x: jax.Array) -> jax.Array:

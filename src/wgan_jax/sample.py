@@ -26,19 +26,17 @@ _BATCH = 1000
 def load_generator_state(workdir: str, which: str = "latest"):
     """(config, gan, state, step) restored from `workdir`'s checkpoints on the local devices."""
     from wgan_jax import checkpoint as ckpt
-    from wgan_jax.config import data_shape
     from wgan_jax.errors import UserError
-    from wgan_jax.state import create_train_state
     from wgan_jax.step import make_mesh
-    from wgan_jax.train import abstract_state, build_gan, load_config_json
+    from wgan_jax.train import abstract_train_state, build_gan, load_config_json
 
     if not os.path.isdir(workdir):
         raise UserError(f"workdir {workdir!r} does not exist")
     config = load_config_json(workdir)
     gan = build_gan(config)
     mesh = make_mesh()
-    template = create_train_state(gan, data_shape(config), config.seed, config.ema_decay > 0)
-    checkpointer = ckpt.Checkpointer(workdir, keep=config.keep_checkpoints)
+    # Read-only: a trainer may be writing this workdir right now.
+    checkpointer = ckpt.Checkpointer(workdir, best_metric=config.eval.metric, read_only=True)
     try:
         if which == "latest":
             step = None
@@ -54,7 +52,7 @@ def load_generator_state(workdir: str, which: str = "latest"):
                                 f"have {checkpointer.all_steps()}")
         else:
             raise UserError(f"--checkpoint must be latest, best or a step, got {which!r}")
-        restored = checkpointer.restore(abstract_state(template, mesh), step)
+        restored = checkpointer.restore(abstract_train_state(gan, config, mesh), step)
     finally:
         checkpointer.close()
     if restored is None:

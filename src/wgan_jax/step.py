@@ -21,7 +21,7 @@ from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax import losses, penalties
+from wgan_jax import diagnostics, losses, penalties
 from wgan_jax.state import GAN, TrainState
 
 AXIS = "data"
@@ -119,30 +119,65 @@ def make_train_step(
 
         (_, (aux, new_d_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(d_params)
         updates, d_opt_state = gan.d_tx.update(grads, d_opt_state, d_params)
-        d_params = optax.apply_updates(d_params, updates)
         if diag_level != "off":
             aux["grad_norm/critic"] = optax.global_norm(grads)
+        if diag_level == "full":
+            aux.update(_layer_stats(grads, updates, d_params, "critic"))
+
+            def score_fn(x):
+                return gan.critic.apply({"params": d_params, **d_state}, x, train=False)
+
+            for name, x in (("real", real), ("fake", fake)):
+                norms = penalties.input_gradient_norms(score_fn, x)
+                aux[f"input_grad_norm/{name}_mean"] = lax.pmean(jnp.mean(norms), AXIS)
+        d_params = optax.apply_updates(d_params, updates)
         return (g_params, g_state, d_params, new_d_state, d_opt_state), aux
 
-    def generator_update(state: TrainState, d_params, d_state, z):
-        def loss_fn(g_params):
-            fake, new_g_state = _apply(gan.generator, g_params, state.g_state, z, train=True)
-            scores, _ = critic_scores(d_params, d_state, fake)
-            return lax.pmean(generator_loss_fn(scores), AXIS), new_g_state
+    def generator_update(state: TrainState, d_params, d_state, z, real):
+        full = diag_level == "full"
 
-        (loss, new_g_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.g_params)
+        def loss_fn(g_params):
+            g_vars = {"params": g_params, **state.g_state}
+            mutable = [k for k in state.g_state if k != "intermediates"]
+            if full:
+                mutable.append("intermediates")
+            fake, new_g_state = gan.generator.apply(g_vars, z, train=True, mutable=mutable)
+            scores, _ = critic_scores(d_params, d_state, fake)
+            acts = new_g_state.pop("intermediates", {}) if full else {}
+            new_g_state = {**state.g_state, **new_g_state}
+            return lax.pmean(generator_loss_fn(scores), AXIS), (new_g_state, fake, acts)
+
+        (loss, (new_g_state, fake, acts)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            state.g_params
+        )
         updates, g_opt_state = gan.g_tx.update(grads, state.g_opt_state, state.g_params)
-        g_params = optax.apply_updates(state.g_params, updates)
         metrics = {"generator_loss": loss}
         if diag_level != "off":
             metrics["grad_norm/generator"] = optax.global_norm(grads)
+        if full:
+            metrics.update(_layer_stats(grads, updates, state.g_params, "generator"))
+            acts = lax.stop_gradient(acts)
+            relus = {k: v for k, v in _flat(acts).items() if "relu" in k}
+            tanhs = [v for k, v in _flat(acts).items() if "tanh" in k]
+            if relus:
+                metrics["dead_units/generator"] = diagnostics.dead_fraction(relus, AXIS)
+            if tanhs:
+                metrics["saturated/generator"] = diagnostics.saturated_fraction(
+                    tanhs[0], axis_name=AXIS
+                )
+            metrics["diversity"] = diagnostics.pairwise_diversity(
+                lax.stop_gradient(fake), real, axis_name=AXIS
+            )
+        g_params = optax.apply_updates(state.g_params, updates)
         return g_params, new_g_state, g_opt_state, metrics
 
     def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen):
         carry = (state.g_params, state.g_state, state.d_params, state.d_state, state.d_opt_state)
         carry, critic_metrics = lax.scan(critic_update, carry, (real, z_critic, alpha, noise))
         _, _, d_params, d_state, d_opt_state = carry
-        g_params, g_state, g_opt_state, metrics = generator_update(state, d_params, d_state, z_gen)
+        g_params, g_state, g_opt_state, metrics = generator_update(
+            state, d_params, d_state, z_gen, real[-1]
+        )
         metrics.update(jax.tree.map(jnp.mean, critic_metrics))
         if "input_grad_norm/interp_max" in critic_metrics:
             metrics["input_grad_norm/interp_max"] = jnp.max(
@@ -195,6 +230,20 @@ def make_train_step(
         return mapped(state, real, *draw(key))
 
     return jax.jit(step, donate_argnums=0)
+
+
+def _flat(tree) -> dict[str, jax.Array]:
+    """Sowed intermediates {"relu_0": (array,), ...} -> {"relu_0/0": array, ...}."""
+    return {jax.tree_util.keystr(path): leaf for path, leaf in
+            jax.tree_util.tree_leaves_with_path(tree)}
+
+
+def _layer_stats(grads, updates, params, name: str) -> Metrics:
+    """Per-layer gradient norms, weight norms and update/weight ratios (full diagnostics)."""
+    stats = diagnostics.layer_norms(grads, f"grad_norm/{name}")
+    stats.update(diagnostics.layer_norms(params, f"weight_norm/{name}"))
+    stats.update(diagnostics.update_ratios(updates, params, f"update_ratio/{name}"))
+    return stats
 
 
 def _score_summary(scores: jax.Array, loss_name: str) -> jax.Array:

@@ -16,7 +16,6 @@ from typing import Any
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from jax.sharding import NamedSharding
@@ -64,26 +63,40 @@ def replicate(tree: Any, mesh) -> Any:
     return jax.tree.map(lambda x: jax.device_put(x, sharding), tree)
 
 
-def abstract_state(state: TrainState, mesh) -> Any:
+def abstract_state(state: Any, mesh) -> Any:
+    """Shapes and dtypes of `state` (arrays or `ShapeDtypeStruct`s), replicated on `mesh`.
+
+    Restoring into this places a checkpoint written on any device count on the current mesh.
+    """
     sharding = NamedSharding(mesh, P())
     return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state)
 
 
-@jax.jit
-def _all_finite(tree: Any) -> jax.Array:
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
-              if jnp.issubdtype(x.dtype, jnp.floating)]
-    return jnp.all(jnp.stack(leaves))
+def abstract_train_state(gan: GAN, config: ml_collections.ConfigDict, mesh) -> Any:
+    """The `TrainState` structure on `mesh` without computing it (no init, no compilation)."""
+    shape = data_shape(config)
+    return abstract_state(
+        jax.eval_shape(lambda: create_train_state(gan, shape, config.seed, config.ema_decay > 0)),
+        mesh,
+    )
 
 
 class _Stop:
-    """Turns SIGTERM/SIGINT into a flag the loop checks between iterations."""
+    """Turns SIGTERM/SIGINT into a flag the loop checks between iterations.
 
-    def __init__(self) -> None:
+    Only in single-process runs: with several processes a local flag would stop them at
+    different steps, so there JAX's preemption service (which catches SIGTERM) and
+    `Checkpointer.reached_preemption` make every process stop at the same step.
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
         self.requested = False
+        self.enabled = enabled
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _Stop:
+        if not self.enabled:
+            return self
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 self._previous[sig] = signal.signal(sig, self._handle)
@@ -102,6 +115,62 @@ class _Stop:
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+class _Guard:
+    """Host-side divergence guard: decides rollbacks from the logged metrics.
+
+    The host sees metrics only at logging steps (no device-to-host sync every step, by
+    design), so a run of non-finite updates or a loss explosion is noticed up to
+    `log_every - 1` iterations late; the skipping itself happens inside the step
+    (`optax.apply_if_finite`). The guard's bookkeeping (learning-rate scale, rollbacks so far,
+    recent critic losses) is saved in every checkpoint, so a resumed run decides exactly as an
+    uninterrupted one would.
+    """
+
+    HISTORY = 25  # logged critic losses behind the running median
+    MIN_HISTORY = 5
+
+    def __init__(self, config: ml_collections.ConfigDict) -> None:
+        self.max_consecutive = config.max_consecutive_nonfinite
+        self.explosion_factor = config.loss_explosion_factor
+        self.lr_scale = 1.0
+        self.rollbacks = 0
+        self.losses: list[float] = []
+
+    def state(self) -> dict[str, Any]:
+        return {"lr_scale": self.lr_scale, "rollbacks": self.rollbacks,
+                "losses": list(self.losses)}
+
+    def load(self, saved: dict[str, Any]) -> None:
+        guard = saved.get("guard", {})
+        self.lr_scale = float(guard.get("lr_scale", saved.get("lr_scale", 1.0)))
+        self.rollbacks = int(guard.get("rollbacks", 0))
+        self.losses = [float(x) for x in guard.get("losses", [])]
+
+    def check(self, row: dict[str, float]) -> tuple[str, dict[str, float]] | None:
+        """(reason, evidence) when the run must roll back, else None (the loss is recorded)."""
+        consecutive = row.get("nonfinite_consecutive", 0.0)
+        if self.max_consecutive and consecutive >= self.max_consecutive:
+            return (f"{int(consecutive)} consecutive non-finite updates were skipped",
+                    {"nonfinite_consecutive": consecutive,
+                     "nonfinite_skipped": row.get("nonfinite_skipped", 0.0)})
+        loss = row.get("critic_loss", 0.0)
+        if not math.isfinite(loss):
+            return None
+        if self.explosion_factor > 0 and len(self.losses) >= self.MIN_HISTORY:
+            median = float(np.median(np.abs(self.losses)))
+            if abs(loss) > self.explosion_factor * max(median, 1e-6):
+                return (f"critic loss {loss:.4g} exploded past {self.explosion_factor:g} x its "
+                        f"running median {median:.4g} (absolute values)",
+                        {"critic_loss": loss, "running_median_abs": median})
+        self.losses = (self.losses + [loss])[-self.HISTORY:]
+        return None
+
+
+def _event(step: int, rule: str, message: str, advice: str = "", **evidence: Any) -> dict:
+    return {"step": int(step), "rule": rule, "message": message, "advice": advice,
+            "evidence": evidence}
 
 
 def _write_config(config: ml_collections.ConfigDict, workdir: str) -> None:
@@ -160,126 +229,168 @@ def train_and_evaluate(
 
 
 def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, Any]:
+    """The loop. Checkpoints: every `checkpoint_every`, when an evaluation ran, on a stop
+    signal and at the end, asynchronously; a save waits only for the previous one.
+
+    Resume (newest readable checkpoint) restores the state, the data position and the guard's
+    bookkeeping, so an interrupted and resumed run ends bitwise equal to an uninterrupted one
+    on the same machine and device count.
+    """
     log.info(topology_line(config, mesh))
     shape = data_shape(config)
-    lr_scale = 1.0
-    gan = build_gan(config, generator, critic, lr_scale)
-    state = replicate(create_train_state(gan, shape, config.seed, config.ema_decay > 0), mesh)
+    ema = config.ema_decay > 0
+    guard = _Guard(config)
+    gan = build_gan(config, generator, critic)
     checkpointer = ckpt.Checkpointer(
-        workdir, keep=config.keep_checkpoints, best_metric=config.eval.metric
+        workdir, keep=config.keep_checkpoints, best_metric=config.eval.metric,
+        config_json=json.loads(config.to_json_best_effort()),
     )
-    restored = checkpointer.restore(abstract_state(state, mesh))
+    restored = checkpointer.restore(abstract_train_state(gan, config, mesh))
     start = 0
-    if restored is not None:
-        state, data_state, start = restored
-        it.set_state(data_state)
-        lr_scale = float(data_state.get("lr_scale", 1.0))
-        if lr_scale != 1.0:
-            gan = build_gan(config, generator, critic, lr_scale)
+    if restored is None:
+        state = replicate(create_train_state(gan, shape, config.seed, ema), mesh)
+    else:
+        state, saved_data, start = restored
+        it.set_state(saved_data)
+        guard.load(saved_data)
+        if guard.lr_scale != 1.0:
+            gan = build_gan(config, generator, critic, guard.lr_scale)
         log.info("resuming from checkpoint %d in %s", start, checkpointer.directory)
     if is_main:
         _write_config(config, workdir)
     writer = writers.MetricWriter(
         workdir, enabled=is_main, resume_step=start if restored is not None else None
     )
-    monitor = HealthMonitor(dict(config.health), loss=config.loss, penalty=config.penalty)
-    step_fn = make_train_step(config, mesh, gan, shape)
-    sampler = _Sampler(gan, config, it.reference_samples(1000, config.seed))
-    progress = Progress(start, config.num_iterations, enabled=is_main)
-    total = config.num_iterations
-    rollbacks = 0
-    last_metrics: dict[str, float] = {}
-    t_log = time.monotonic()
-    step = start
+    for bad_step, reason in checkpointer.skipped:
+        writer.write_event(_event(
+            start, "checkpoint",
+            f"checkpoint {bad_step} is unreadable ({reason[:160]}); "
+            + (f"resumed from {start}" if restored is not None else "started afresh"),
+            "the unreadable checkpoint was moved aside as <step>.corrupt-<time>",
+            skipped_step=bad_step))
+    if restored is not None:
+        writer.write_event(_event(start, "resume", f"resumed from checkpoint {start}",
+                                  lr_scale=guard.lr_scale, rollbacks=guard.rollbacks))
+    try:
+        monitor = HealthMonitor(
+        dict(config.health), loss=config.loss, penalty=config.penalty,
+        penalty_target=config.penalty_target, penalty_weight=config.penalty_weight,
+    )
+        step_fn = make_train_step(config, mesh, gan, shape)
+        sampler = _Sampler(gan, config, it.reference_samples(1000, config.seed))
+        progress = Progress(start, config.num_iterations, enabled=is_main)
+        total = config.num_iterations
+        last_metrics: dict[str, float] = {}
+        t_log = time.monotonic()
+        step = start
+        stopping = False
 
-    def data_state() -> dict[str, Any]:
-        return {**it.get_state(), "lr_scale": lr_scale}
+        def data_state() -> dict[str, Any]:
+            return {**it.get_state(), "lr_scale": guard.lr_scale, "guard": guard.state()}
 
-    with _Stop() as stop:
-        while step < total:
-            state, metrics = step_fn(state, next(it))
-            step += 1
-            progress.update(step)
-            at_end = step == total
-            if step % config.log_every == 0 or at_end or stop.requested:
-                row = {k: float(v) for k, v in jax.device_get(metrics).items()}
-                elapsed = time.monotonic() - t_log
-                t_log = time.monotonic()
-                row["steps_per_second"] = config.log_every / elapsed if elapsed > 0 else 0.0
-                writer.write_scalars(step, row)
-                last_metrics = row
-                for event in monitor.update({"step": step, **row}):
-                    writer.write_event(event)
-                    log.warning("health: step %d %s: %s", step, event["rule"], event["message"])
-                if is_main:
-                    log.info("%s | critic %.4f gen %.4f W %.4f gp %.4f", progress.summary(step),
-                             row["critic_loss"], row["generator_loss"],
-                             row["wasserstein_estimate"], row["gradient_penalty"])
-                if _needs_rollback(row, config):
-                    rollbacks += 1
-                    if rollbacks > config.max_rollbacks:
-                        raise UserError(
-                            f"training diverged {rollbacks} times (non-finite updates); gave up "
-                            f"after config.max_rollbacks={config.max_rollbacks}. Lower "
-                            "critic_lr/generator_lr or raise penalty_weight."
+        with _Stop(enabled=jax.process_count() == 1) as stop:
+            while step < total:
+                state, metrics = step_fn(state, next(it))
+                step += 1
+                progress.update(step)
+                at_end = step == total
+                stopping = stop.requested or checkpointer.reached_preemption(step)
+                if step % config.log_every == 0 or at_end or stopping:
+                    row = {k: float(v) for k, v in jax.device_get(metrics).items()}
+                    elapsed = time.monotonic() - t_log
+                    t_log = time.monotonic()
+                    row["steps_per_second"] = config.log_every / elapsed if elapsed > 0 else 0.0
+                    writer.write_scalars(step, row)
+                    last_metrics = row
+                    for event in monitor.update({"step": step, **row}):
+                        writer.write_event(event)
+                        log.warning("health: step %d %s: %s", step, event["rule"], event["message"])
+                    if is_main:
+                        log.info("%s | critic %.4f gen %.4f W %.4f gp %.4f", progress.summary(step),
+                                 row["critic_loss"], row["generator_loss"],
+                                 row["wasserstein_estimate"], row["gradient_penalty"])
+                    trouble = guard.check(row)
+                    if trouble is not None and not stopping:
+                        state, gan, step = _roll_back(
+                            config, mesh, checkpointer, writer, guard, it, step, trouble,
+                            lambda scale: build_gan(config, generator, critic, scale),
                         )
-                    checkpointer.wait()
-                    restored = checkpointer.restore(abstract_state(state, mesh))
-                    lr_scale *= config.rollback_lr_factor
-                    gan = build_gan(config, generator, critic, lr_scale)
-                    step_fn = make_train_step(config, mesh, gan, shape)
-                    if restored is None:
-                        state = replicate(
-                            create_train_state(gan, shape, config.seed, config.ema_decay > 0), mesh
-                        )
-                        it.set_state({"position": 0})
-                        to_step = 0
+                        step_fn = make_train_step(config, mesh, gan, shape)
+                        continue
+                if config.sample_every and (step % config.sample_every == 0) and is_main:
+                    sampler.save(state, step, workdir, writer)
+                if is_main and config.plot_every and step % config.plot_every == 0:
+                    writers.update_plots(workdir)
+                # Evaluation (when added) sets eval_metrics at its steps, e.g. {"eval/fid": 12.3}:
+                # the checkpoint of that step then competes for checkpoints/best.json.
+                eval_metrics: dict[str, float] | None = None
+                periodic = bool(config.checkpoint_every) and step % config.checkpoint_every == 0
+                if at_end or stopping or eval_metrics is not None:
+                    checkpointer.save(step, state, data_state(), eval_metrics)
+                elif periodic:
+                    if float(metrics["nonfinite_consecutive"]) > 0:
+                        log.warning("step %d: updates are being skipped as non-finite; periodic "
+                                    "checkpoint deferred", step)
                     else:
-                        state, dstate, to_step = restored
-                        it.set_state(dstate)
-                    event = {
-                        "step": step, "rule": "rollback",
-                        "message": f"rolled back from step {step} to checkpoint {to_step} after "
-                                   "non-finite updates",
-                        "advice": f"learning rates now x{lr_scale:g} of the configured ones",
-                        "evidence": {"nonfinite_consecutive": row.get("nonfinite_consecutive"),
-                                     "lr_scale": lr_scale},
-                    }
-                    writer.write_event(event)
-                    log.warning("%s", event["message"])
-                    step = to_step
-                    continue
-            if config.sample_every and (step % config.sample_every == 0) and is_main:
-                sampler.save(state, step, workdir, writer)
-            if is_main and config.plot_every and step % config.plot_every == 0:
-                writers.update_plots(workdir)
-            save_now = at_end or stop.requested or (
-                config.checkpoint_every and step % config.checkpoint_every == 0
-            )
-            if save_now:
-                if bool(_all_finite(state)):
-                    checkpointer.save(step, state, data_state())
-                else:
-                    log.warning("state at step %d is not finite; checkpoint skipped", step)
-            if stop.requested:
-                break
+                        checkpointer.save(step, state, data_state())
+                if stopping:
+                    break
+        checkpointer.wait()
+        if stopping:
+            log.info("checkpoint %d committed; stopped at step %d of %d (run again to resume)",
+                     checkpointer.latest_step() or 0, step, total)
+        elif is_main:
+            path = sampler.save(state, step, workdir, writer)
+            writers.update_plots(workdir)
+            log.info("samples: %s", path)
+        writer.close()
+        checkpointer.close()
+        return {"step": step, "start_step": start, "stopped_early": step < total,
+                "rollbacks": guard.rollbacks, "lr_scale": guard.lr_scale,
+                "metrics": last_metrics, "workdir": workdir}
+    except BaseException:
+        # An error or a give-up: keep whatever was committed, release files and threads.
+        writer.close()
+        try:
+            checkpointer.close()
+        except Exception as error:  # noqa: BLE001 - never mask the original error
+            log.warning("closing the checkpointer failed: %s", error)
+        raise
+
+
+def _roll_back(config, mesh, checkpointer, writer, guard, it, step, trouble, make_gan):
+    """Restores the newest good checkpoint with both learning rates lowered; gives up after
+    `config.max_rollbacks`. Returns (state, gan, step restored)."""
+    reason, evidence = trouble
+    guard.rollbacks += 1
+    if guard.rollbacks > config.max_rollbacks:
+        writer.write_event(_event(step, "rollback", f"gave up: {reason}", **evidence))
+        raise UserError(
+            f"training diverged at step {step} ({reason}) after {config.max_rollbacks} "
+            "rollbacks (config.max_rollbacks); lower critic_lr/generator_lr, raise "
+            "penalty_weight or check the data"
+        )
     checkpointer.wait()
-    if is_main:
-        path = sampler.save(state, step, workdir, writer)
-        writers.update_plots(workdir)
-        log.info("samples: %s", path)
-    writer.close()
-    checkpointer.close()
-    return {"step": step, "stopped_early": step < total, "metrics": last_metrics,
-            "workdir": workdir}
-
-
-def _needs_rollback(row: dict[str, float], config: ml_collections.ConfigDict) -> bool:
-    consecutive = row.get("nonfinite_consecutive", 0.0)
-    if consecutive >= config.max_consecutive_nonfinite:
-        return True
-    loss = row.get("critic_loss", 0.0)
-    return not math.isfinite(loss) and consecutive > 0
+    restored = checkpointer.restore(abstract_train_state(make_gan(guard.lr_scale), config, mesh))
+    guard.lr_scale *= config.rollback_lr_factor
+    gan = make_gan(guard.lr_scale)
+    if restored is None:
+        state = replicate(
+            create_train_state(gan, data_shape(config), config.seed, config.ema_decay > 0), mesh
+        )
+        it.set_state({"position": 0})
+        to_step = 0
+    else:
+        state, saved_data, to_step = restored
+        it.set_state(saved_data)
+    message = (f"rolled back from step {step} to checkpoint {to_step}: {reason} "
+               f"(rollback {guard.rollbacks} of at most {config.max_rollbacks})")
+    writer.write_event(_event(
+        step, "rollback", message,
+        f"both learning rates are now x{guard.lr_scale:g} of the configured ones",
+        to_step=to_step, lr_scale=guard.lr_scale, rollbacks=guard.rollbacks, **evidence))
+    log.warning("%s", message)
+    return state, gan, to_step
 
 
 def load_config_json(workdir: str) -> ml_collections.ConfigDict:

@@ -77,7 +77,8 @@ def toy_batch(name: str, batch_size: int, seed: int, index: int) -> np.ndarray:
     if name == "swissroll":
         from sklearn.datasets import make_swiss_roll
 
-        points, _ = make_swiss_roll(n_samples=batch_size, noise=0.25, random_state=rng.integers(2**31))
+        state = rng.integers(2**31)
+        points, _ = make_swiss_roll(n_samples=batch_size, noise=0.25, random_state=state)
         return (points[:, [0, 2]] / 7.5).astype(np.float32)
     if name in MIXTURES:
         return _mixture(name, batch_size, rng)

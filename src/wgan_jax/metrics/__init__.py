@@ -5,6 +5,7 @@ digit classifier, the FID Inception network) live in their own modules and are i
 there so that importing this package stays cheap.
 """
 
+from wgan_jax.metrics.feature_metrics import compare_features
 from wgan_jax.metrics.fid import feature_stats, fid_from_features, fid_from_stats
 from wgan_jax.metrics.inception_score import inception_score
 from wgan_jax.metrics.kid import kid_from_features, mmd2_unbiased
@@ -15,6 +16,7 @@ from wgan_jax.metrics.wasserstein import wasserstein1_exact
 
 __all__ = [
     "TOY_MIXTURES",
+    "compare_features",
     "compute_prdc",
     "density_coverage",
     "feature_stats",

@@ -13,6 +13,7 @@ average-pooling, and the classifier has 1008 outputs.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -199,11 +200,12 @@ def bilinear_matrix(size_in: int, size_out: int) -> np.ndarray:
     Source coordinate (i + 0.5) * in / out - 0.5, clamped at 0, linear between the two nearest
     pixels (the upper clamped at the edge); no antialiasing, as in ``F.interpolate``.
     """
-    scale = size_in / size_out
-    src = np.maximum((np.arange(size_out) + 0.5) * scale - 0.5, 0.0)
+    f32 = np.float32
+    scale = f32(size_in) / f32(size_out)  # float32 coordinates, as PyTorch computes them
+    src = np.maximum(scale * (np.arange(size_out, dtype=f32) + f32(0.5)) - f32(0.5), f32(0.0))
     lo = np.minimum(np.floor(src).astype(np.int64), size_in - 1)
     hi = np.minimum(lo + 1, size_in - 1)
-    frac = src - lo
+    frac = (src - lo.astype(f32)).astype(np.float64)
     m = np.zeros((size_out, size_in))
     np.add.at(m, (np.arange(size_out), lo), 1.0 - frac)
     np.add.at(m, (np.arange(size_out), hi), frac)
@@ -239,6 +241,13 @@ def _load_state_dict(source: str | os.PathLike | Mapping[str, Any]) -> dict[str,
             value = value.detach().cpu().numpy()
         out[key] = np.asarray(value)
     return out
+
+
+def export_state_dict_npz(
+    source: str | os.PathLike | Mapping[str, Any], npz_path: str | os.PathLike
+) -> None:
+    """Save a state dict (e.g. the pytorch-fid ``.pth``) as a ``.npz`` usable without PyTorch."""
+    np.savez(npz_path, **_load_state_dict(source))
 
 
 def _set(tree: dict, path: tuple[str, ...], value: np.ndarray) -> None:
@@ -285,14 +294,20 @@ def convert_pytorch_fid_weights(
     return variables
 
 
-def _check_against_model(variables: dict[str, Any]) -> None:
+@functools.cache
+def _expected_shapes() -> dict[str, tuple[int, ...]]:
+    """Variable path -> shape of an initialised ``FIDInceptionV3`` (traced once, not run)."""
     expected = jax.eval_shape(
         FIDInceptionV3().init, jax.random.key(0), jnp.zeros((1, 75, 75, 3), jnp.float32)
     )
-    want = {
+    return {
         jax.tree_util.keystr(p): x.shape
         for p, x in jax.tree_util.tree_leaves_with_path(dict(expected))
     }
+
+
+def _check_against_model(variables: dict[str, Any]) -> None:
+    want = _expected_shapes()
     got = {
         jax.tree_util.keystr(p): x.shape for p, x in jax.tree_util.tree_leaves_with_path(variables)
     }
@@ -322,9 +337,9 @@ class InceptionExtractor:
         model = FIDInceptionV3()
 
         def apply(variables: Any, images: jax.Array) -> dict[str, jax.Array]:
-            if images.shape[-1] == 1:
-                images = jnp.repeat(images, 3, axis=-1)
-            return model.apply(variables, resize_bilinear(images))
+            # Full float32 matmuls/convs also on TPU, where the default would use bfloat16 passes.
+            with jax.default_matmul_precision("highest"):
+                return model.apply(variables, resize_bilinear(images))
 
         self._apply: Callable[..., dict[str, jax.Array]] = jax.jit(apply)
 
@@ -339,6 +354,8 @@ class InceptionExtractor:
         images = np.asarray(images, dtype=np.float32)
         if images.ndim != 4 or images.shape[-1] not in (1, 3):
             raise ValueError(f"images must be [N, H, W, 1 or 3], got {images.shape}")
+        if images.shape[-1] == 1:
+            images = np.repeat(images, 3, axis=-1)
         outs: dict[str, list[np.ndarray]] = {"pool": [], "logits": []}
         for start in range(0, len(images), self.batch_size):
             batch = images[start : start + self.batch_size]

@@ -1,0 +1,161 @@
+"""Sample quality over seeds: trains each config with its own defaults, evaluates, prints Markdown.
+
+    python benchmarks/quality.py [--configs ring8,grid25,stacked_digits] [--seeds 3]
+        [--root /tmp/wgan_quality] [--num_iterations N] [--num_samples N]
+
+Toy mixtures are reported in the PacGAN / VEEGAN table format (modes, high-quality %, reverse KL
+of the mode histogram, plus exact W1 and training wall time) next to the published numbers;
+image configs report modes / KL (stacked digits), FID, KID, precision and recall on the digit
+classifier's features, and the floor: the same metrics of real examples (an independent draw,
+not the reference set) against the reference. Each run trains in this process with
+`wgan_jax.train.train_and_evaluate` and is evaluated with `wgan_jax.evaluation.evaluate_state`
+on the final checkpoint (EMA weights when the config keeps them). Wall time is the training
+time alone; say what else ran on the machine when you quote it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_CONFIGS = ("ring8", "grid25", "stacked_digits")
+
+# Published rows (modes / high-quality % / reverse KL); see shared REFERENCES.md.
+PUBLISHED = {
+    "ring8": [("PacGAN4 (PacGAN Table 1)", "7.8", "95.9", "0.07"),
+              ("GAN (PacGAN Table 1)", "6.3", "98.2", "0.45"),
+              ("WGAN-GP (GDPP Table 1)", "6.8", "59.6", "-"),
+              ("GDPP-GAN (GDPP Table 1)", "8.0", "71.7", "-")],
+    "grid25": [("PacGAN4 (PacGAN Table 1)", "24.8", "93.6", "0.04"),
+               ("GAN (PacGAN Table 1)", "17.3", "94.8", "0.70"),
+               ("WGAN-GP (GDPP Table 1)", "24.2", "28.7", "-"),
+               ("GDPP-GAN (GDPP Table 1)", "24.8", "68.5", "-")],
+    "stacked_digits": [("Stacked MNIST, WGAN-GP (GDPP Table 3)", "995", "0.148"),
+                       ("Stacked MNIST, PacDCGAN2 (PacGAN Table 2)", "1000", "0.06")],
+}
+
+
+def load_config(name: str):
+    path = name if name.endswith(".py") else os.path.join(REPO, "configs", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_config_{os.path.basename(path)[:-3]}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
+    """Train one (config, seed) from scratch and evaluate its final checkpoint."""
+    import shutil
+
+    from wgan_jax.evaluation import evaluate_state, make_evaluator, reference_fn_for
+    from wgan_jax.sample import load_generator_state
+    from wgan_jax.train import train_and_evaluate
+
+    config = load_config(name)
+    config.seed = seed
+    if args.num_iterations:
+        config.num_iterations = args.num_iterations
+    if args.num_samples:
+        config.eval.num_samples = args.num_samples
+    workdir = os.path.join(root, f"{os.path.basename(name).removesuffix('.py')}_seed{seed}")
+    shutil.rmtree(workdir, ignore_errors=True)
+    t0 = time.monotonic()
+    train_and_evaluate(config, workdir)
+    wall = time.monotonic() - t0
+    config, gan, state, step = load_generator_state(workdir, "latest")
+    if args.num_samples:
+        config.eval.num_samples = args.num_samples
+    evaluator = make_evaluator(config, reference_fn_for(config), seed=0)
+    metrics = evaluate_state(config, gan, state, seed=seed, evaluator=evaluator)
+    row = {"config": name, "seed": seed, "step": step, "wall_seconds": wall, **metrics}
+    if evaluator is not None and evaluator.kind not in ("toy", "swissroll"):
+        # The floor: real examples from an independent draw against the same reference.
+        real = reference_fn_for(config)(int(config.eval.num_samples), 10_000 + seed)
+        row.update({f"floor/{k.split('/')[-1]}": v for k, v in evaluator(real).items()})
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def _ms(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
+    v = np.asarray(values, dtype=np.float64) * scale
+    if len(v) == 1:
+        return f"{v[0]:.{digits}f}"
+    return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}"
+
+
+def toy_table(rows: list[dict]) -> str:
+    lines = ["| Config | Method | Modes | High-quality samples (%) | Reverse KL | W1 | "
+             "Train wall time (s) |",
+             "|---|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["config"] for r in rows):
+        rs = [r for r in rows if r["config"] == name]
+        lines.append(
+            f"| {name} | wgan_jax ({len(rs)} seeds) | {_ms([r['eval/modes'] for r in rs], digits=1)}"
+            f" | {_ms([r['eval/high_quality'] for r in rs], 100, 1)}"
+            f" | {_ms([r['eval/reverse_kl'] for r in rs], digits=3)}"
+            f" | {_ms([r['eval/w1'] for r in rs], digits=4)}"
+            f" | {_ms([r['wall_seconds'] for r in rs], digits=0)} |")
+        for method, modes, hq, kl in PUBLISHED.get(os.path.basename(name), []):
+            lines.append(f"| {name} | {method} | {modes} | {hq} | {kl} | - | - |")
+    return "\n".join(lines)
+
+
+def image_table(rows: list[dict]) -> str:
+    lines = ["| Config | Method | Modes | KL | FID | FID floor (real vs real) | KID | Precision | "
+             "Recall | Train wall time (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["config"] for r in rows):
+        rs = [r for r in rows if r["config"] == name]
+
+        def col(key: str, digits: int = 3, rs=rs) -> str:
+            return _ms([r[key] for r in rs], digits=digits) if key in rs[0] else "-"
+
+        lines.append(
+            f"| {name} | wgan_jax ({len(rs)} seeds) | {col('eval/modes', 1)} | {col('eval/kl')}"
+            f" | {col('eval/fid')} | {col('floor/fid')} | {col('eval/kid', 4)}"
+            f" | {col('eval/precision')} | {col('eval/recall')} | {col('wall_seconds', 0)} |")
+        for method, modes, kl in PUBLISHED.get(os.path.basename(name), []):
+            lines.append(f"| {name} | {method} | {modes} | {kl} | - | - | - | - | - | - |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                        help="comma-separated config names under configs/ (or .py paths)")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--root", default="/tmp/wgan_quality", help="parent of the workdirs")
+    parser.add_argument("--num_iterations", type=int, default=0, help="override (0: config's)")
+    parser.add_argument("--num_samples", type=int, default=0, help="override eval.num_samples")
+    args = parser.parse_args()
+
+    from wgan_jax.cli import setup_logging
+
+    setup_logging(True)
+    names = []
+    for name in args.configs.split(","):
+        path = name if name.endswith(".py") else os.path.join(REPO, "configs", f"{name}.py")
+        if os.path.exists(path):
+            names.append(name)
+        else:
+            print(f"skipping {name}: {path} does not exist", file=sys.stderr)
+    rows = [run_one(name, seed, args.root, args) for name in names for seed in range(args.seeds)]
+    toy = [r for r in rows if "eval/high_quality" in r]
+    images = [r for r in rows if "eval/fid" in r]
+    print()
+    if toy:
+        print(toy_table(toy))
+        print()
+    if images:
+        print(image_table(images))
+
+
+if __name__ == "__main__":
+    main()

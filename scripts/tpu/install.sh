@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# Install JAX for TPU and the package (editable, from REMOTE_DIR) on every worker.
+set -euo pipefail
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+JAX_SPEC="${JAX_SPEC:-jax[tpu]}"
+
+usage() {
+  cat <<USAGE
+usage: $(basename "$0") [flags]
+
+On all workers: pip install -U "JAX_SPEC" (default "jax[tpu]"), then pip install -e REMOTE_DIR.
+Run copy.sh first.
+
+Flags:
+  --jax SPEC                pip requirement for JAX [JAX_SPEC] (e.g. "jax[tpu]==0.10.2")
+$COMMON_FLAGS_HELP
+USAGE
+}
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --jax) need_value "$1" "$#"; JAX_SPEC="$2"; shift 2 ;;
+    *)
+      parse_common_flag "$@"
+      [[ "$SHIFT" -gt 0 ]] || usage_error "unknown argument: $1"
+      shift "$SHIFT"
+      ;;
+  esac
+done
+require_target
+
+py="$(quote "$PYTHON")"
+ssh_workers all "$py -m pip install -U pip && $py -m pip install -U $(quote "$JAX_SPEC") && $py -m pip install -e $(quote "$REMOTE_DIR")"

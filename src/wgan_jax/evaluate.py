@@ -1,0 +1,102 @@
+"""`python -m wgan_jax.evaluate --workdir DIR [--checkpoint best|latest|STEP] [--num N]
+[--seed S] [--json]`: the sample-quality metrics of one checkpoint.
+
+Prints a table (metric, value, and which direction is better), or with `--json` one JSON object
+`{"workdir", "step", "num_samples", "ema", "dataset", "metrics": {"eval/...": value}}` on stdout.
+The metrics are those `wgan_jax.evaluation.make_evaluator` picks for the run's dataset; the EMA
+generator is used when the run kept one. Bad input exits with status 2 and one `error:` line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+from absl import app, flags
+
+from wgan_jax import cli
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "The run's workdir.")
+_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "latest, best, or a step number.")
+_NUM = flags.DEFINE_integer("num", None, "Samples to evaluate (default: config.eval.num_samples).")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of the latents and the real reference samples.")
+_JSON = flags.DEFINE_boolean("json", False, "Print one JSON object instead of a table.")
+
+
+def format_table(metrics: dict[str, float]) -> str:
+    """Aligned `metric  value  (better)` lines."""
+    from wgan_jax.evaluation import lower_is_better
+
+    width = max(len(k) for k in metrics)
+    lines = []
+    for key, value in metrics.items():
+        direction = "lower is better" if lower_is_better(key) else "higher is better"
+        shown = f"{int(value)}" if key.endswith("/modes") else f"{value:.6g}"
+        lines.append(f"{key:<{width}}  {shown:>12}  ({direction})")
+    return "\n".join(lines)
+
+
+def evaluate_workdir(
+    workdir: str, checkpoint: str = "latest", num: int | None = None, seed: int = 0
+) -> dict:
+    """The report `main` prints: step, settings and metrics of one checkpoint of `workdir`."""
+    from wgan_jax.errors import UserError
+    from wgan_jax.evaluation import evaluate_state, make_evaluator, reference_fn_for
+    from wgan_jax.sample import load_generator_state
+
+    config, gan, state, step = load_generator_state(workdir, checkpoint)
+    if num is not None:
+        config.eval.num_samples = num
+    evaluator = make_evaluator(config, reference_fn_for(config), seed=seed)
+    if evaluator is None:
+        raise UserError(
+            f"no metrics apply to {config.dataset} without config.eval.inception_weights"
+        )
+    metrics = evaluate_state(config, gan, state, seed=seed, evaluator=evaluator)
+    return {
+        "workdir": workdir,
+        "step": int(step),
+        "checkpoint": checkpoint,
+        "dataset": config.dataset,
+        "num_samples": int(config.eval.num_samples),
+        "ema": bool(config.ema_decay > 0 and state.ema_params is not None),
+        "metrics": {k: (v if math.isfinite(v) else str(v)) for k, v in metrics.items()},
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) > 1:
+        cli.fail(f"unexpected arguments: {' '.join(argv[1:])}")
+    if not _WORKDIR.value:
+        cli.fail("--workdir is required")
+    if not os.path.isdir(_WORKDIR.value):
+        cli.fail(f"workdir {_WORKDIR.value!r} does not exist")
+    if _NUM.value is not None and _NUM.value < 2:
+        cli.fail(f"--num must be >= 2, got {_NUM.value}")
+    which = _CHECKPOINT.value
+    if which not in ("latest", "best") and not which.isdigit():
+        cli.fail(f"--checkpoint must be latest, best or a step, got {which!r}")
+    cli.setup_logging(True)
+
+    def body() -> int:
+        report = evaluate_workdir(_WORKDIR.value, which, _NUM.value, _SEED.value)
+        if _JSON.value:
+            print(json.dumps(report, sort_keys=True))
+        else:
+            print(f"{report['workdir']}: checkpoint {report['step']}, {report['dataset']}, "
+                  f"{report['num_samples']} samples"
+                  + (", EMA generator" if report["ema"] else ""))
+            print(format_table({k: float(v) for k, v in report["metrics"].items()}))
+        return 0
+
+    return cli.run_guarded(body)
+
+
+def run() -> None:
+    app.run(main, flags_parser=cli.parse_flags)
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,144 @@
+"""The WGAN-GP paper's CIFAR-10 ResNet (Gulrajani et al. 2017, Appendix F), for 16-64 px.
+
+Pre-activation residual blocks with 3x3 convolutions. Generator: Dense to 4x4xW, then one
+"up" block per doubling (BN, ReLU, nearest 2x upsampling, conv, BN, ReLU, conv; shortcut =
+upsampled 1x1 conv), then BN, ReLU, 3x3 conv to the image channels and tanh. BatchNorm is
+cross-replica (`axis_name="data"`, exact two-pass variance), and no layer feeding a BatchNorm has
+a bias (it would cancel; its gradient is float noise). Critic, no BatchNorm: an "optimized"
+first block (conv, ReLU, conv, 2x2 mean pool; shortcut = mean pool then 1x1 conv), "down" blocks
+to 8x8, two blocks at 8x8, ReLU, global mean pool, Dense to 1. With 32 px and W = 128 this is the
+paper's model (3 up blocks in G; 1 + 1 down and 2 plain blocks in D).
+"""
+
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+def _doublings(size_from: int, size_to: int) -> int:
+    n = int(round(math.log2(size_to / size_from)))
+    if size_from * 2**n != size_to or n < 1:
+        raise ValueError(f"image_size must be {size_from} * 2^n with n >= 1, got {size_to}")
+    return n
+
+
+def upsample(x: jax.Array) -> jax.Array:
+    """Nearest-neighbour 2x upsampling of NHWC."""
+    return jnp.repeat(jnp.repeat(x, 2, axis=1), 2, axis=2)
+
+
+def mean_pool(x: jax.Array) -> jax.Array:
+    """2x2 average pooling of NHWC (stride 2)."""
+    n, h, w, c = x.shape
+    return x.reshape(n, h // 2, 2, w // 2, 2, c).mean(axis=(2, 4))
+
+
+class _GenBlock(nn.Module):
+    features: int
+    norm: str
+    axis_name: str | None
+    dtype: jnp.dtype
+
+    def _norm(self, h: jax.Array, train: bool) -> jax.Array:
+        if self.norm != "batch":
+            return h
+        return nn.BatchNorm(
+            use_running_average=not train, axis_name=self.axis_name, use_fast_variance=False,
+            dtype=self.dtype,
+        )(h)
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        bias = self.norm != "batch"
+        conv = lambda k: nn.Conv(self.features, (k, k), padding="SAME", use_bias=bias,  # noqa: E731
+                                 dtype=self.dtype)
+        shortcut = upsample(conv(1)(x))  # a 1x1 conv commutes with nearest upsampling
+        h = upsample(nn.relu(self._norm(x, train)))
+        h = conv(3)(h)
+        h = conv(3)(nn.relu(self._norm(h, train)))
+        return h + shortcut
+
+
+class ResNetGenerator(nn.Module):
+    """z [B, Z] -> images [B, S, S, C] in [-1, 1]."""
+
+    image_size: int = 32
+    channels: int = 3
+    width: int = 128
+    norm: str = "batch"  # "batch" (cross-replica over `axis_name`) or "none"
+    axis_name: str | None = "data"
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, z: jax.Array, train: bool = True) -> jax.Array:
+        n = _doublings(4, self.image_size)
+        bias = self.norm != "batch"
+        h = nn.Dense(4 * 4 * self.width, use_bias=bias, dtype=self.dtype)(z.astype(self.dtype))
+        h = h.reshape(z.shape[0], 4, 4, self.width)
+        for i in range(n):
+            h = _GenBlock(self.width, self.norm, self.axis_name, self.dtype, name=f"block_{i}")(
+                h, train
+            )
+            self.sow("intermediates", f"block_{i}", h)
+        if self.norm == "batch":
+            h = nn.BatchNorm(
+                use_running_average=not train, axis_name=self.axis_name,
+                use_fast_variance=False, dtype=self.dtype,
+            )(h)
+        h = nn.relu(h)
+        self.sow("intermediates", "relu_out", h)
+        h = nn.Conv(self.channels, (3, 3), padding="SAME", dtype=self.dtype)(h)
+        out = jnp.tanh(h.astype(jnp.float32))
+        self.sow("intermediates", "tanh", out)
+        return out
+
+
+class _CriticBlock(nn.Module):
+    features: int
+    resample: str  # "first", "down" or "none"
+    norm: str
+    dtype: jnp.dtype
+
+    def _act(self, h: jax.Array) -> jax.Array:
+        if self.norm == "layer":
+            h = nn.LayerNorm(reduction_axes=(-3, -2, -1), dtype=self.dtype)(h)
+        return nn.relu(h)
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        conv = lambda k: nn.Conv(self.features, (k, k), padding="SAME", dtype=self.dtype)  # noqa: E731
+        if self.resample == "first":
+            h = conv(3)(x)
+            h = mean_pool(conv(3)(self._act(h)))
+            return h + conv(1)(mean_pool(x))
+        h = conv(3)(self._act(x))
+        h = conv(3)(self._act(h))
+        if self.resample == "down":
+            return mean_pool(h) + conv(1)(mean_pool(x))
+        shortcut = x if x.shape[-1] == self.features else conv(1)(x)
+        return h + shortcut
+
+
+class ResNetCritic(nn.Module):
+    """images [B, S, S, C] -> scores [B]. No BatchNorm (per-example gradient penalty)."""
+
+    width: int = 128
+    norm: str = "none"  # "none" or "layer"
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        del train
+        if self.norm not in ("none", "layer"):
+            raise ValueError(f"ResNetCritic norm must be 'none' or 'layer', got {self.norm!r}")
+        n = _doublings(8, x.shape[1])
+        h = x.astype(self.dtype)
+        kinds = ["first"] + ["down"] * (n - 1) + ["none", "none"]
+        for i, kind in enumerate(kinds):
+            h = _CriticBlock(self.width, kind, self.norm, self.dtype, name=f"block_{i}")(h)
+        h = nn.relu(h).mean(axis=(1, 2))
+        return nn.Dense(1, dtype=self.dtype)(h)[:, 0].astype(jnp.float32)

@@ -1,0 +1,177 @@
+"""The evaluator picks the right metrics per dataset and they separate good from bad samples."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from wgan_jax import evaluation
+from wgan_jax.config import get_default_config
+from wgan_jax.data import toy
+from wgan_jax.evaluation import EarlyStopping, make_early_stopping, make_evaluator
+
+
+def _config(dataset: str, **kw):
+    c = get_default_config()
+    c.dataset = dataset
+    c.eval.num_samples = 1000
+    for key, value in kw.items():
+        c[key] = value
+    return c
+
+
+def _toy_reference(name: str):
+    return lambda n, seed: toy.toy_samples(name, n, seed + 1000)
+
+
+@pytest.mark.parametrize("name, modes", [("ring8", 8), ("grid25", 25)])
+def test_toy_true_mixture_vs_collapsed(name, modes):
+    ev = make_evaluator(_config(f"toy:{name}"), _toy_reference(name))
+    assert ev.default_metric == "eval/w1" and ev.metric == "eval/w1"
+    good = ev(toy.toy_samples(name, 1000, seed=5))
+    assert set(good) == {"eval/modes", "eval/high_quality", "eval/reverse_kl", "eval/w1"}
+    assert good["eval/modes"] == modes
+    # Within 3 std in 2-D (Rayleigh): 1 - exp(-4.5) = 98.9% of a true mixture's samples.
+    assert good["eval/high_quality"] == pytest.approx(1 - np.exp(-4.5), abs=0.01)
+    assert good["eval/reverse_kl"] < 0.05
+
+    centres, std = toy.MIXTURES[name]
+    rng = np.random.default_rng(0)
+    collapsed = centres()[:2][rng.integers(0, 2, 1000)] + rng.normal(0, std, (1000, 2))
+    bad = ev(collapsed)
+    assert bad["eval/modes"] == 2
+    assert bad["eval/reverse_kl"] == pytest.approx(np.log(modes / 2), abs=0.02)
+    assert bad["eval/w1"] > 5 * good["eval/w1"]
+
+
+def test_toy_evaluation_is_deterministic_and_handles_nonfinite():
+    ev = make_evaluator(_config("toy:ring8"), _toy_reference("ring8"))
+    samples = toy.toy_samples("ring8", 300, seed=1)
+    assert ev(samples) == ev(samples)
+    broken = samples.copy()
+    broken[3] = np.nan
+    out = ev(broken)
+    assert out["eval/w1"] == np.inf and out["eval/modes"] == 0
+
+
+def test_swissroll_has_only_w1():
+    ev = make_evaluator(_config("toy:swissroll"), _toy_reference("swissroll"))
+    out = ev(toy.toy_samples("swissroll", 400, seed=3))
+    assert set(out) == {"eval/w1"} and 0 < out["eval/w1"] < 0.3
+
+
+def _digits_config(tmp_path):
+    return _config("digits", image_size=16, data_dir=str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def digits_data():
+    from wgan_jax.data import digits
+    from wgan_jax.data.images import to_float
+
+    grey, labels = digits.digits_images(16)
+    return to_float(grey[..., None]), labels
+
+
+def test_digits_real_vs_real_small_real_vs_noise_large(tmp_path, digits_data):
+    images, _ = digits_data
+    perm = np.random.default_rng(0).permutation(len(images))
+    half_a, half_b = images[perm[:800]], images[perm[800:1600]]
+    config = _digits_config(tmp_path)
+    config.eval.num_samples = 800
+    ev = make_evaluator(config, lambda n, seed: half_a[:n])
+    assert ev.kind == "digits" and ev.default_metric == "eval/fid"
+    real = ev(half_b)
+    assert set(real) == set(ev.metric_names())
+    noise = ev(np.random.default_rng(1).uniform(-1, 1, half_b.shape).astype(np.float32))
+    assert real["eval/fid"] * 10 < noise["eval/fid"]
+    assert real["eval/kid"] < noise["eval/kid"]
+    assert real["eval/precision"] > 0.5 and real["eval/recall"] > 0.5
+    assert noise["eval/precision"] < 0.05 and noise["eval/coverage"] < 0.05
+    assert (tmp_path / "digits_classifier_v1.npz").exists()  # cached under config.data_dir
+
+
+def test_stacked_digits_modes_and_kl(tmp_path, digits_data):
+    images, labels = digits_data
+    config = _config("stacked_digits", image_size=16, num_channels=3, data_dir=str(tmp_path))
+    config.eval.num_samples = 500
+    rng = np.random.default_rng(0)
+
+    def stack(idx):
+        return np.concatenate([images[idx[:, c]] for c in range(3)], axis=-1)
+
+    ev = make_evaluator(config, lambda n, seed: stack(rng.integers(0, len(images), (n, 3))))
+    assert ev.kind == "stacked"
+    diverse = ev(stack(np.random.default_rng(2).integers(0, len(images), (2000, 3))))
+    assert diverse["eval/modes"] > 800  # of 1000; 2000 uniform draws cover ~865
+    ones = np.flatnonzero(labels == 1)
+    collapsed = ev(stack(ones[np.random.default_rng(3).integers(0, len(ones), (2000, 3))]))
+    assert collapsed["eval/modes"] < 10
+    assert collapsed["eval/kl"] > diverse["eval/kl"] + 4
+    assert collapsed["eval/fid"] > diverse["eval/fid"]
+
+
+def test_rgb_without_inception_weights_warns_and_returns_none(caplog):
+    config = _config("folder:/nowhere", num_channels=3)
+    with caplog.at_level("WARNING", logger="wgan_jax"):
+        assert make_evaluator(config, lambda n, seed: None) is None
+    assert "inception_weights" in caplog.text
+
+
+def test_rgb_with_missing_inception_weights_is_a_user_error():
+    from wgan_jax.errors import UserError
+
+    config = _config("folder:/nowhere", num_channels=3)
+    config.eval.inception_weights = "/no/such/weights.pth"
+    with pytest.raises(UserError, match="inception_weights"):
+        make_evaluator(config, lambda n, seed: None)
+
+
+def test_directions_agree_with_the_checkpointer():
+    from wgan_jax import checkpoint
+
+    for metric in ("eval/fid", "eval/kid", "eval/w1", "eval/reverse_kl", "eval/kl", "eval/modes",
+                   "eval/high_quality", "eval/precision", "eval/recall", "eval/density",
+                   "eval/coverage", "eval/is"):
+        assert evaluation.lower_is_better(metric) == checkpoint.lower_is_better(metric), metric
+
+
+def test_early_stopping_lower_is_better():
+    es = EarlyStopping(patience=2, lower_is_better=True)
+    assert [es.update(v) for v in (5.0, 4.0, 4.5, 3.0, 3.5, float("nan"))] == [
+        False, False, False, False, False, True]
+    assert es.best == 3.0
+
+
+def test_early_stopping_higher_is_better_and_patience_zero():
+    es = EarlyStopping(patience=1, lower_is_better=False)
+    assert es.update(0.5) is False and es.update(0.7) is False and es.update(0.6) is True
+    never = EarlyStopping(patience=0)
+    assert not any(never.update(v) for v in (1.0, 2.0, 3.0, 4.0))
+
+
+def test_early_stopping_state_round_trips_through_json():
+    a = EarlyStopping(patience=3)
+    for v in (2.0, 1.0, 1.5):
+        a.update(v)
+    b = EarlyStopping(patience=3)
+    b.set_state(json.loads(json.dumps(a.get_state())))
+    assert b.get_state() == a.get_state()
+    assert [a.update(v) for v in (1.2, 1.1)] == [b.update(v) for v in (1.2, 1.1)] == [False, True]
+    fresh = EarlyStopping(patience=3)
+    fresh.set_state(None)
+    assert fresh.best is None and fresh.bad_evaluations == 0
+
+
+def test_make_early_stopping_uses_the_evaluator_metric():
+    config = _config("toy:ring8")
+    config.eval_every = 100
+    ev = make_evaluator(config, _toy_reference("ring8"))
+    assert make_early_stopping(config, ev) is None  # patience 0: off
+    config.early_stopping.patience = 2
+    config.eval.metric = "modes"
+    ev = make_evaluator(config, _toy_reference("ring8"))
+    es = make_early_stopping(config, ev)
+    assert ev.metric == "eval/modes" and es.lower_is_better is False

@@ -1,0 +1,86 @@
+"""The same run on 1 and on 8 devices gives the same parameters (up to float re-association)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import run_python
+
+RUN = r"""
+import json, sys
+import jax, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+from wgan_jax.config import get_default_config, data_shape
+from wgan_jax.state import create_train_state
+from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.train import build_gan, replicate
+
+mesh = make_mesh()
+
+
+def run(c, out, iters=3):
+    shape = data_shape(c)
+    gan = build_gan(c)
+    state = replicate(create_train_state(gan, shape, c.seed, c.ema_decay > 0), mesh)
+    step = make_train_step(c, mesh, gan, shape)
+    rng = np.random.default_rng(0)
+    sharding = NamedSharding(mesh, P(None, "data"))
+    for _ in range(iters):
+        real = rng.uniform(-1, 1, (c.n_critic, c.global_batch_size, *shape)).astype(np.float32)
+        state, metrics = step(state, jax.device_put(real, sharding))
+    leaves = jax.tree.leaves((state.g_params, state.g_state, state.d_params, state.ema_params))
+    np.save(out, np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in leaves]))
+    return {k: float(v) for k, v in metrics.items()}
+
+
+results = {}
+for name, overrides in json.loads(sys.argv[1]).items():
+    c = get_default_config()
+    for key, value in overrides.items():
+        node = c
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    results[name] = run(c, sys.argv[2] + name + ".npy")
+print(json.dumps(results))
+"""
+
+CASES = {
+    "mlp": {"model.width": 64, "global_batch_size": 64},
+    "mlp_batchnorm_ema": {"model.width": 64, "global_batch_size": 64,
+                          "model.generator_norm": "batch", "ema_decay": 0.99},
+    "dcgan_batchnorm_16px": {"dataset": "digits", "model.kind": "dcgan", "model.width": 8,
+                             "model.z_dim": 16, "image_size": 16, "num_channels": 1,
+                             "model.generator_norm": "batch", "global_batch_size": 16,
+                             "penalty_weight": 10.0, "n_critic": 2},
+    "dragan_hinge": {"model.width": 32, "global_batch_size": 32, "penalty": "dragan",
+                     "loss": "hinge"},
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("exact")
+    metrics = {}
+    for devices in (1, 8):
+        code = f"import sys; sys.argv = ['x', {json.dumps(json.dumps(CASES))}, " \
+               f"{str(out / f'd{devices}_')!r}]\n" + RUN
+        result = run_python(code, devices=devices)
+        assert result.returncode == 0, result.stderr[-3000:]
+        metrics[devices] = json.loads(result.stdout.strip().splitlines()[-1])
+    return out, metrics
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_one_and_eight_devices_agree(case, runs):
+    out, metrics = runs
+    a, b = np.load(out / f"d1_{case}.npy"), np.load(out / f"d8_{case}.npy")
+    relative = np.linalg.norm(a - b) / np.linalg.norm(a)
+    assert relative <= 1e-5, f"{case}: relative L2 difference {relative:.2e}"
+    # the reported metrics are global means, not per-device or summed values
+    for key in ("critic_loss", "generator_loss", "gradient_penalty", "wasserstein_estimate"):
+        assert metrics[1][case][key] == pytest.approx(metrics[8][case][key], rel=1e-3, abs=1e-5)
