@@ -96,8 +96,9 @@ def toy_table(rows: list[dict]) -> str:
              "|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["config"] for r in rows):
         rs = [r for r in rows if r["config"] == name]
+        modes = _ms([r["eval/modes"] for r in rs], digits=1)
         lines.append(
-            f"| {name} | wgan_jax ({len(rs)} seeds) | {_ms([r['eval/modes'] for r in rs], digits=1)}"
+            f"| {name} | wgan_jax ({len(rs)} seeds) | {modes}"
             f" | {_ms([r['eval/high_quality'] for r in rs], 100, 1)}"
             f" | {_ms([r['eval/reverse_kl'] for r in rs], digits=3)}"
             f" | {_ms([r['eval/w1'] for r in rs], digits=4)}"

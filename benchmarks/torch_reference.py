@@ -7,8 +7,9 @@ dependency of wgan_jax (install it by hand: ``pip install torch``).
 
     python benchmarks/torch_reference.py --model dcgan32 --iters 20 --json
 
-prints one JSON line: seconds_per_iteration (median), min, compile_seconds (0, eager),
-devices (1), global_batch, n_critic, threads, plus model and torch version.
+prints one JSON line: seconds_per_iteration (median wall time), min, compile_seconds (0, eager),
+devices (1), global_batch, n_critic, threads, plus model, torch version and
+cpu_seconds_per_iteration (median process CPU time; steadier than wall time on a shared machine).
 """
 
 from __future__ import annotations
@@ -178,17 +179,19 @@ def run(model: str, iters: int, warmup: int, threads: int) -> dict:
     trainer = Trainer(model, setting)
     for _ in range(warmup):
         trainer.iteration()
-    times = []
+    times, cpu_times = [], []
     for _ in range(iters):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         trainer.iteration()
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
     return {
         "framework": "torch",
         "torch_version": torch.__version__,
         "model": model,
         "seconds_per_iteration": statistics.median(times),
         "min": min(times),
+        "cpu_seconds_per_iteration": statistics.median(cpu_times),
         "compile_seconds": 0.0,
         "devices": 1,
         "global_batch": setting.batch,

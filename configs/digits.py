@@ -10,7 +10,7 @@ def get_config():
     c.dataset = "digits"
     c.image_size = 16
     c.num_channels = 1
-    c.num_iterations = 2000
+    c.num_iterations = 1500
     c.global_batch_size = 64
     c.n_critic = 5
     c.loss = "wasserstein"

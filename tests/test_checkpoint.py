@@ -157,6 +157,7 @@ def test_workdir_lock_refuses_second_trainer(tmp_path):
     again.release()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_changed_model_is_a_user_error_and_moves_nothing(tmp_path):
     c = ckpt.Checkpointer(str(tmp_path))
     c.save(1, _state(1), {"position": 1})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import run_module
 
 TOY = "configs/toy_25gaussians.py"

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import run_python
 
 RUN = r"""

@@ -74,7 +74,7 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
     c.model.conv_impl = "auto"  # stride-2 convs: "auto", "matmul", "s2d" or "xla" (same function)
 
-    c.checkpoint_every = 0  # 0: only at the end
+    c.checkpoint_every = 500  # also at the end and on SIGTERM; 0: only then
     c.keep_checkpoints = 3
     c.max_consecutive_nonfinite = 5
     c.rollback_lr_factor = 0.5

@@ -17,6 +17,13 @@ import sys
 from absl import app, flags
 
 from wgan_jax import cli
+from wgan_jax import sample as _sample
+
+# `wgan_jax.sample` (whose `load_generator_state` this CLI uses) defines its own flags at import;
+# drop them so that this CLI has exactly its own (same names, evaluation defaults and help).
+for _name in ("workdir", "checkpoint", "num", "seed", "out", "ema"):
+    if _name in flags.FLAGS:
+        delattr(flags.FLAGS, _name)
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The run's workdir.")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "latest, best, or a step number.")
@@ -44,9 +51,7 @@ def evaluate_workdir(
     """The report `main` prints: step, settings and metrics of one checkpoint of `workdir`."""
     from wgan_jax.errors import UserError
     from wgan_jax.evaluation import evaluate_state, make_evaluator, reference_fn_for
-    from wgan_jax.sample import load_generator_state
-
-    config, gan, state, step = load_generator_state(workdir, checkpoint)
+    config, gan, state, step = _sample.load_generator_state(workdir, checkpoint)
     if num is not None:
         config.eval.num_samples = num
     evaluator = make_evaluator(config, reference_fn_for(config), seed=seed)

@@ -300,16 +300,44 @@ def evaluate_state(
     `evaluator` to reuse its cached reference features; otherwise one is built here. Returns {}
     when no metric applies to the dataset.
     """
-    from wgan_jax.sample import generate_samples
-
     if evaluator is None:
         evaluator = make_evaluator(config, reference_fn_for(config), seed=seed)
         if evaluator is None:
             return {}
     use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
     n = int(num_samples or config.eval.num_samples)
-    samples = generate_samples(gan, state, n, seed=seed + 12345, use_ema=use_ema)
-    return evaluator(samples)
+    return evaluator(generate(gan, state, n, seed=seed + 12345, use_ema=use_ema))
+
+
+def generate(gan: Any, state: Any, num: int, seed: int, use_ema: bool) -> np.ndarray:
+    """`num` float32 samples from latents drawn with `seed`, in batches of 1000.
+
+    The same numbers as `wgan_jax.sample.generate_samples`; not imported from there because that
+    module defines absl flags, which would clash with the flags of the CLI that imports this.
+    """
+    import jax
+
+    z = jax.random.normal(jax.random.PRNGKey(seed), (num, gan.z_dim))
+    fn = _jitted_generator(gan, use_ema)
+    parts = [np.asarray(fn(state, z[i : i + 1000])) for i in range(0, num, 1000)]
+    return np.concatenate(parts).astype(np.float32)
+
+
+_LAST_GENERATOR: list[Any] = []  # [(gan, use_ema, jitted fn)]: the most recent only
+
+
+def _jitted_generator(gan: Any, use_ema: bool) -> Any:
+    """The jitted inference function of `gan`, kept across calls so that the evaluations of a
+    training run compile once (a new GAN object, e.g. after a rollback, compiles anew)."""
+    import jax
+
+    from wgan_jax.state import generate as apply_generator
+
+    if not (_LAST_GENERATOR and _LAST_GENERATOR[0][0] is gan
+            and _LAST_GENERATOR[0][1] == use_ema):
+        fn = jax.jit(lambda s, z: apply_generator(gan, s, z, use_ema=use_ema))
+        _LAST_GENERATOR[:] = [(gan, use_ema, fn)]
+    return _LAST_GENERATOR[0][2]
 
 
 class EarlyStopping:

@@ -45,6 +45,16 @@ def _apply(module, params, state, x, *, train: bool) -> tuple[jax.Array, Any]:
     return module.apply({"params": params, **state}, x, train=train), state
 
 
+def _to_varying(params):
+    """Marks replicated params as per-device values once, at the top of a loss.
+
+    Its transpose is the single all-reduce of the summed cotangent. Without it, every use of
+    the params (real, fake and interpolated critic passes, the penalty's inner backward)
+    gets its own implicit conversion and its own all-reduce: 3-4x the bytes.
+    """
+    return jax.tree.map(lambda p: lax.pcast(p, AXIS, to="varying"), params)
+
+
 def _nonfinite_count(opt_state, field: str = "total_notfinite") -> jax.Array:
     return getattr(opt_state, field, jnp.zeros((), jnp.int32))
 
@@ -75,6 +85,7 @@ def make_train_step(
         fake = lax.stop_gradient(fake)
 
         def loss_fn(d_params):
+            d_params = _to_varying(d_params)
             real_scores, new_d_state = critic_scores(d_params, d_state, real)
             fake_scores, new_d_state = critic_scores(d_params, new_d_state, fake)
             loss = critic_loss_fn(real_scores, fake_scores)
@@ -137,7 +148,7 @@ def make_train_step(
         full = diag_level == "full"
 
         def loss_fn(g_params):
-            g_vars = {"params": g_params, **state.g_state}
+            g_vars = {"params": _to_varying(g_params), **state.g_state}
             mutable = [k for k in state.g_state if k != "intermediates"]
             if full:
                 mutable.append("intermediates")

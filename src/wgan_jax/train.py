@@ -25,7 +25,7 @@ from wgan_jax import checkpoint as ckpt
 from wgan_jax import input_pipeline, writers
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.errors import UserError
-from wgan_jax.health import HealthMonitor
+from wgan_jax.health import HealthMonitor, format_event
 from wgan_jax.models import build_models
 from wgan_jax.progress import Progress
 from wgan_jax.state import GAN, TrainState, create_train_state, generate, make_optimizers
@@ -273,9 +273,9 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                                   lr_scale=guard.lr_scale, rollbacks=guard.rollbacks))
     try:
         monitor = HealthMonitor(
-        dict(config.health), loss=config.loss, penalty=config.penalty,
-        penalty_target=config.penalty_target, penalty_weight=config.penalty_weight,
-    )
+            dict(config.health), loss=config.loss, penalty=config.penalty,
+            penalty_target=config.penalty_target, penalty_weight=config.penalty_weight,
+        )
         step_fn = make_train_step(config, mesh, gan, shape)
         sampler = _Sampler(gan, config, it.reference_samples(1000, config.seed))
         progress = Progress(start, config.num_iterations, enabled=is_main)
@@ -304,12 +304,15 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                     last_metrics = row
                     for event in monitor.update({"step": step, **row}):
                         writer.write_event(event)
-                        log.warning("health: step %d %s: %s", step, event["rule"], event["message"])
+                        log.warning("health: %s", format_event(event))
                     if is_main:
                         log.info("%s | critic %.4f gen %.4f W %.4f gp %.4f", progress.summary(step),
                                  row["critic_loss"], row["generator_loss"],
                                  row["wasserstein_estimate"], row["gradient_penalty"])
-                    trouble = guard.check(row)
+                    # Only regular logging rows feed the guard, so that the extra row of a
+                    # stop step cannot make a resumed run decide differently.
+                    regular = step % config.log_every == 0 or at_end
+                    trouble = guard.check(row) if regular else None
                     if trouble is not None and not stopping:
                         state, gan, step = _roll_back(
                             config, mesh, checkpointer, writer, guard, it, step, trouble,

@@ -42,7 +42,10 @@ def digits_images(size: int) -> tuple[np.ndarray, np.ndarray]:
 
     data = load_digits()
     m = bilinear_matrix(8, size)
-    big = np.einsum("ih,nhw,jw->nij", m, data.images.astype(np.float64), m)
+    n = len(data.images)
+    cols = (data.images.astype(np.float64).reshape(n * 8, 8) @ m.T).reshape(n, 8, size)
+    big = (cols.transpose(0, 2, 1).reshape(n * size, 8) @ m.T).reshape(n, size, size)
+    big = big.transpose(0, 2, 1)  # [n, rows, cols]
     pixels = np.clip(np.rint(big * (255.0 / _DIGIT_MAX)), 0, 255).astype(np.uint8)
     pixels.setflags(write=False)
     return pixels, data.target.astype(np.int64)

@@ -28,11 +28,15 @@ def build_models(config: ml_collections.ConfigDict) -> tuple[nn.Module, nn.Modul
                 config.image_size, config.num_channels, m.width, m.generator_norm,
                 conv_impl=m.conv_impl, dtype=dtype,
             ),
-            DCGANCritic(m.width, m.critic_norm, m.critic_output, conv_impl=m.conv_impl, dtype=dtype),
+            DCGANCritic(
+                m.width, m.critic_norm, m.critic_output, conv_impl=m.conv_impl, dtype=dtype
+            ),
         )
     from wgan_jax.models.resnet import ResNetCritic, ResNetGenerator
 
     return (
-        ResNetGenerator(config.image_size, config.num_channels, m.width, m.generator_norm, dtype=dtype),
+        ResNetGenerator(
+            config.image_size, config.num_channels, m.width, m.generator_norm, dtype=dtype
+        ),
         ResNetCritic(m.width, m.critic_norm, dtype=dtype),
     )

@@ -10,14 +10,16 @@ Each has an ``impl`` attribute choosing how the SAME function is computed:
   channels) then a 2x2 stride-1 convolution; ``UpConv`` = a 2x2 stride-1 convolution to
   ``4 * features`` channels then depth-to-space. No strides and no dilated inputs remain, so
   the backward pass and the gradient penalty's double backward are plain stride-1
-  convolutions (and the layout TPUs like).
+  convolutions (the layout TPUs like). On XLA:CPU it speeds up the generator's backward
+  but NOT the critic's penalty double backward (slower than "xla" there).
 * ``"matmul"``: the same space-to-depth rearrangement, with the 2x2 stride-1 convolution
   written as four shifted slices concatenated on channels times one matrix. Every derivative,
   including the penalty's double backward, is then slices, pads and matrix products, which
-  XLA:CPU runs 3-6x faster than its convolution kernels (measured: see benchmarks/README.md).
+  XLA:CPU runs several times faster than its convolution kernels (see benchmarks/README.md).
+  Costs an im2col buffer of 4x the (space-to-depth) input.
 * ``"auto"`` (default): "matmul" on CPU, "s2d" on other backends (not measured there).
 
-Both impls own the same parameters, ``{"kernel": [4, 4, in, out], "bias": [out]}``, the
+All impls own the same parameters, ``{"kernel": [4, 4, in, out], "bias": [out]}``, the
 tree ``nn.Conv`` / ``nn.ConvTranspose`` create, so checkpoints move freely between impls and
 from models built with the Flax layers. The rearranged kernels are built inside ``__call__``.
 
