@@ -132,11 +132,19 @@ def main() -> None:
     parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
                         help="comma-separated config names under configs/ (or .py paths)")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first_seed", type=int, default=0, help="seeds first_seed, ...")
+    parser.add_argument("--rows", default="", help="also append each result row to this JSONL")
+    parser.add_argument("--table_from", default="",
+                        help="only print the tables of the rows in this JSONL (no training)")
     parser.add_argument("--root", default="/tmp/wgan_quality", help="parent of the workdirs")
     parser.add_argument("--num_iterations", type=int, default=0, help="override (0: config's)")
     parser.add_argument("--num_samples", type=int, default=0, help="override eval.num_samples")
     args = parser.parse_args()
 
+    if args.table_from:
+        with open(args.table_from) as f:
+            print_tables([json.loads(line) for line in f if line.strip()])
+        return
     from wgan_jax.cli import setup_logging
 
     setup_logging(True)
@@ -147,7 +155,18 @@ def main() -> None:
             names.append(name)
         else:
             print(f"skipping {name}: {path} does not exist", file=sys.stderr)
-    rows = [run_one(name, seed, args.root, args) for name in names for seed in range(args.seeds)]
+    rows = []
+    for name in names:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            rows.append(run_one(name, seed, args.root, args))
+            if args.rows:
+                with open(args.rows, "a") as f:
+                    f.write(json.dumps(rows[-1]) + "\n")
+    print_tables(rows)
+
+
+def print_tables(rows: list[dict]) -> None:
+    """The toy table and the image table of whichever rows there are."""
     toy = [r for r in rows if "eval/high_quality" in r]
     images = [r for r in rows if "eval/fid" in r]
     print()

@@ -1,34 +1,3 @@
-"""WGAN-GP DCGAN on scikit-learn's shipped 8x8 digits, upscaled to 16x16: offline, recognisable
-digits on 2 CPU cores in minutes (measured in the issue note: see the module docstring of
-`wgan_jax.data.digits` for the data)."""
+"""WGAN-GP DCGAN on scikit-learn's shipped digits at 16x16: the embedded default config."""
 
-from wgan_jax.config import get_default_config
-
-
-def get_config():
-    c = get_default_config()
-    c.dataset = "digits"
-    c.image_size = 16
-    c.num_channels = 1
-    c.num_iterations = 1500
-    c.global_batch_size = 64
-    c.n_critic = 5
-    c.loss = "wasserstein"
-    c.penalty = "gp"
-    c.penalty_weight = 10.0
-    c.generator_lr = 2e-4
-    c.critic_lr = 2e-4
-    c.generator_b1 = 0.5
-    c.generator_b2 = 0.9
-    c.critic_b1 = 0.5
-    c.critic_b2 = 0.9
-    c.model.kind = "dcgan"
-    c.model.z_dim = 32
-    c.model.width = 32
-    c.model.generator_norm = "batch"
-    c.model.critic_norm = "none"
-    c.model.conv_impl = "auto"
-    c.log_every = 100
-    c.sample_every = 250
-    c.plot_every = 1000
-    return c
+from wgan_jax.default_config import get_config  # noqa: F401

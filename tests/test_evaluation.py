@@ -62,8 +62,10 @@ def test_swissroll_has_only_w1():
     assert set(out) == {"eval/w1"} and 0 < out["eval/w1"] < 0.3
 
 
-def _digits_config(tmp_path):
-    return _config("digits", image_size=16, data_dir=str(tmp_path))
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """One data directory per module, so the digit classifier is trained and cached once."""
+    return tmp_path_factory.mktemp("data")
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +77,11 @@ def digits_data():
     return to_float(grey[..., None]), labels
 
 
-def test_digits_real_vs_real_small_real_vs_noise_large(tmp_path, digits_data):
+def test_digits_real_vs_real_small_real_vs_noise_large(data_dir, digits_data):
     images, _ = digits_data
     perm = np.random.default_rng(0).permutation(len(images))
     half_a, half_b = images[perm[:800]], images[perm[800:1600]]
-    config = _digits_config(tmp_path)
+    config = _config("digits", image_size=16, data_dir=str(data_dir))
     config.eval.num_samples = 800
     ev = make_evaluator(config, lambda n, seed: half_a[:n])
     assert ev.kind == "digits" and ev.default_metric == "eval/fid"
@@ -90,12 +92,12 @@ def test_digits_real_vs_real_small_real_vs_noise_large(tmp_path, digits_data):
     assert real["eval/kid"] < noise["eval/kid"]
     assert real["eval/precision"] > 0.5 and real["eval/recall"] > 0.5
     assert noise["eval/precision"] < 0.05 and noise["eval/coverage"] < 0.05
-    assert (tmp_path / "digits_classifier_v1.npz").exists()  # cached under config.data_dir
+    assert (data_dir / "digits_classifier_v1.npz").exists()  # cached under config.data_dir
 
 
-def test_stacked_digits_modes_and_kl(tmp_path, digits_data):
+def test_stacked_digits_modes_and_kl(data_dir, digits_data):
     images, labels = digits_data
-    config = _config("stacked_digits", image_size=16, num_channels=3, data_dir=str(tmp_path))
+    config = _config("stacked_digits", image_size=16, num_channels=3, data_dir=str(data_dir))
     config.eval.num_samples = 500
     rng = np.random.default_rng(0)
 

@@ -19,6 +19,7 @@ checkpoint restores it exactly.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -35,7 +36,8 @@ from wgan_jax.data import toy
 from wgan_jax.errors import DataError
 
 _ENDLESS = sys.maxsize // 2**20  # iterations: more than any run, small enough to index
-IMAGE_READ = grain.ReadOptions(num_threads=2, prefetch_buffer_size=2)
+_THREADS = max(2, min(8, os.cpu_count() or 2))  # decoding threads (PIL releases the GIL)
+IMAGE_READ = grain.ReadOptions(num_threads=_THREADS, prefetch_buffer_size=_THREADS)
 TOY_READ = grain.ReadOptions(num_threads=1, prefetch_buffer_size=2)
 
 

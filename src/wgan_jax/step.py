@@ -131,7 +131,7 @@ def make_train_step(
         (_, (aux, new_d_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(d_params)
         updates, d_opt_state = gan.d_tx.update(grads, d_opt_state, d_params)
         if diag_level != "off":
-            aux["grad_norm/critic"] = optax.global_norm(grads)
+            aux["grad_norm/critic"] = diagnostics.global_norm(grads)
         if diag_level == "full":
             aux.update(_layer_stats(grads, updates, d_params, "critic"))
 
@@ -164,7 +164,7 @@ def make_train_step(
         updates, g_opt_state = gan.g_tx.update(grads, state.g_opt_state, state.g_params)
         metrics = {"generator_loss": loss}
         if diag_level != "off":
-            metrics["grad_norm/generator"] = optax.global_norm(grads)
+            metrics["grad_norm/generator"] = diagnostics.global_norm(grads)
         if full:
             metrics.update(_layer_stats(grads, updates, state.g_params, "generator"))
             acts = lax.stop_gradient(acts)

@@ -1,0 +1,105 @@
+"""Times the project's real train step: one JSON line per run.
+
+    python benchmarks/train_step.py --config configs/bench_dcgan32.py --iters 20 [--json]
+
+Compiles the step, runs warm-up iterations, then times `--iters` iterations, blocking on each
+one, and reports the median and minimum seconds per generator iteration, the compile time,
+XLA's FLOP count of one iteration, the achieved FLOP/s, and the host overhead: the time a
+call takes to return before the device finishes (dispatch), measured over pipelined calls.
+Real batches are resident on the devices, so the input pipeline is not timed here (see
+benchmarks/input_pipeline.py).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+from absl import app, flags
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
+_ITERS = flags.DEFINE_integer("iters", 20, "Timed iterations.")
+_WARMUP = flags.DEFINE_integer("warmup", 3, "Warm-up iterations after compiling.")
+_JSON = flags.DEFINE_boolean("json", False, "Only the JSON line.")
+
+
+def measure(config, iters: int, warmup: int) -> dict:
+    """Compiles and times `config`'s train step on all local devices."""
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from wgan_jax.config import data_shape
+    from wgan_jax.state import create_train_state
+    from wgan_jax.step import make_mesh, make_train_step
+    from wgan_jax.train import build_gan, replicate
+
+    mesh = make_mesh()
+    shape = data_shape(config)
+    gan = build_gan(config)
+    state = replicate(create_train_state(gan, shape, config.seed, config.ema_decay > 0), mesh)
+    step = make_train_step(config, mesh, gan, shape)
+    rng = np.random.default_rng(0)
+    real = jax.device_put(
+        rng.uniform(-1, 1, (config.n_critic, config.global_batch_size, *shape)).astype(np.float32),
+        NamedSharding(mesh, P(None, "data")),
+    )
+    t0 = time.perf_counter()
+    compiled = step.lower(state, real).compile()
+    compile_seconds = time.perf_counter() - t0
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    flops = float(cost.get("flops", 0.0)) if cost else 0.0
+    for _ in range(warmup):
+        state, metrics = compiled(state, real)
+    jax.block_until_ready(state)
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        state, metrics = compiled(state, real)
+        jax.block_until_ready(state)
+        times.append(time.perf_counter() - t)
+    dispatch = []
+    t_all = time.perf_counter()
+    for _ in range(iters):
+        t = time.perf_counter()
+        state, metrics = compiled(state, real)
+        dispatch.append(time.perf_counter() - t)
+    jax.block_until_ready(state)
+    pipelined = (time.perf_counter() - t_all) / iters
+    median = statistics.median(times)
+    return {
+        "config": config.dataset,
+        "model": config.model.kind,
+        "seconds_per_iteration": median,
+        "min": min(times),
+        "pipelined_seconds_per_iteration": pipelined,
+        "host_overhead_seconds": statistics.median(dispatch),
+        "compile_seconds": compile_seconds,
+        "devices": mesh.devices.size,
+        "platform": jax.devices()[0].platform,
+        "global_batch": config.global_batch_size,
+        "n_critic": config.n_critic,
+        "flops_per_iteration": flops,
+        "achieved_flops_per_second": flops / median if median > 0 else 0.0,
+        "compute_dtype": config.compute_dtype,
+        "conv_impl": config.model.conv_impl,
+    }
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    result = measure(_CONFIG.value, _ITERS.value, _WARMUP.value)
+    if not _JSON.value:
+        print(f"{result['seconds_per_iteration'] * 1e3:.1f} ms/iteration (median of "
+              f"{_ITERS.value}), {result['achieved_flops_per_second'] / 1e9:.1f} GFLOP/s",
+              file=sys.stderr)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    app.run(main)
