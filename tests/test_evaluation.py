@@ -83,7 +83,7 @@ def test_digits_real_vs_real_small_real_vs_noise_large(data_dir, digits_data):
     half_a, half_b = images[perm[:800]], images[perm[800:1600]]
     config = _config("digits", image_size=16, data_dir=str(data_dir))
     config.eval.num_samples = 800
-    ev = make_evaluator(config, lambda n, seed: half_a[:n])
+    ev = make_evaluator(config, lambda n, seed: half_a[:n], kid_subsets=10)
     assert ev.kind == "digits" and ev.default_metric == "eval/fid"
     real = ev(half_b)
     assert set(real) == set(ev.metric_names())
@@ -104,7 +104,8 @@ def test_stacked_digits_modes_and_kl(data_dir, digits_data):
     def stack(idx):
         return np.concatenate([images[idx[:, c]] for c in range(3)], axis=-1)
 
-    ev = make_evaluator(config, lambda n, seed: stack(rng.integers(0, len(images), (n, 3))))
+    ev = make_evaluator(config, lambda n, seed: stack(rng.integers(0, len(images), (n, 3))),
+                        kid_subsets=10)
     assert ev.kind == "stacked"
     diverse = ev(stack(np.random.default_rng(2).integers(0, len(images), (2000, 3))))
     assert diverse["eval/modes"] > 800  # of 1000; 2000 uniform draws cover ~865

@@ -48,6 +48,7 @@ def main(argv: list[str]) -> int:
         cli.fail(f"unexpected arguments: {' '.join(argv[1:])}")
     if not _WORKDIR.value:
         cli.fail("--workdir is required")
+    cli.setup_logging(True)
     _initialize_distributed()
     import jax
 

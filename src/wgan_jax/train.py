@@ -22,7 +22,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import input_pipeline, writers
+from wgan_jax import evaluation, input_pipeline, writers
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.errors import UserError
 from wgan_jax.health import HealthMonitor, format_event
@@ -278,6 +278,14 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         )
         step_fn = make_train_step(config, mesh, gan, shape)
         sampler = _Sampler(gan, config, it.reference_samples(1000, config.seed))
+        evaluator = (
+            evaluation.make_evaluator(config, it.reference_samples, seed=config.seed)
+            if config.eval_every else None
+        )
+        early = evaluation.make_early_stopping(config, evaluator)
+        if early is not None and restored is not None:
+            early.set_state(restored[1].get("early_stopping"))
+        stopped_by_early_stopping = False
         progress = Progress(start, config.num_iterations, enabled=is_main)
         total = config.num_iterations
         last_metrics: dict[str, float] = {}
@@ -286,7 +294,8 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         stopping = False
 
         def data_state() -> dict[str, Any]:
-            return {**it.get_state(), "lr_scale": guard.lr_scale, "guard": guard.state()}
+            extra = {"early_stopping": early.get_state()} if early is not None else {}
+            return {**it.get_state(), "lr_scale": guard.lr_scale, "guard": guard.state(), **extra}
 
         with _Stop(enabled=jax.process_count() == 1) as stop:
             while step < total:
@@ -324,11 +333,28 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                     sampler.save(state, step, workdir, writer)
                 if is_main and config.plot_every and step % config.plot_every == 0:
                     writers.update_plots(workdir)
-                # Evaluation (when added) sets eval_metrics at its steps, e.g. {"eval/fid": 12.3}:
-                # the checkpoint of that step then competes for checkpoints/best.json.
+                # An evaluation's checkpoint competes for checkpoints/best.json.
                 eval_metrics: dict[str, float] | None = None
+                if evaluator is not None and not stopping and (
+                    step % config.eval_every == 0 or at_end
+                ):
+                    eval_metrics = evaluation.evaluate_state(
+                        config, gan, state, seed=config.seed, evaluator=evaluator
+                    )
+                    writer.write_scalars(step, eval_metrics)
+                    last_metrics.update(eval_metrics)
+                    for event in monitor.update({"step": step, **eval_metrics}):
+                        writer.write_event(event)
+                        log.warning("health: %s", format_event(event))
+                    if is_main:
+                        log.info("eval step %d: %s", step, " ".join(
+                            f"{k}={v:.4g}" for k, v in sorted(eval_metrics.items())))
+                    if early is not None and early.update(eval_metrics[evaluator.metric]):
+                        log.info("early stopping: %s did not improve for %d evaluations "
+                                 "(best %.4g)", evaluator.metric, early.patience, early.best)
+                        stopped_by_early_stopping = True
                 periodic = bool(config.checkpoint_every) and step % config.checkpoint_every == 0
-                if at_end or stopping or eval_metrics is not None:
+                if at_end or stopping or stopped_by_early_stopping or eval_metrics is not None:
                     checkpointer.save(step, state, data_state(), eval_metrics)
                 elif periodic:
                     if float(metrics["nonfinite_consecutive"]) > 0:
@@ -336,7 +362,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                                     "checkpoint deferred", step)
                     else:
                         checkpointer.save(step, state, data_state())
-                if stopping:
+                if stopping or stopped_by_early_stopping:
                     break
         checkpointer.wait()
         if stopping:
@@ -349,7 +375,8 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         writer.close()
         checkpointer.close()
         return {"step": step, "start_step": start, "stopped_early": step < total,
-                "rollbacks": guard.rollbacks, "lr_scale": guard.lr_scale,
+                "rollbacks": guard.rollbacks, "early_stopped": stopped_by_early_stopping,
+                "best": checkpointer.best(), "lr_scale": guard.lr_scale,
                 "metrics": last_metrics, "workdir": workdir}
     except BaseException:
         # An error or a give-up: keep whatever was committed, release files and threads.

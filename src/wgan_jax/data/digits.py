@@ -1,7 +1,8 @@
 """Offline image datasets from scikit-learn's shipped 8x8 digits (1797 images, no download).
 
 * ``digits``: every digit, bilinearly upscaled to the configured size (grey; repeated into RGB
-  when 3 or 4 channels are asked for, alpha opaque).
+  for 3 channels; with 4 channels an RGBA *sprite*: a colour per class, the digit's ink as
+  alpha, transparent background, like the 64x64 RGBA sprites users bring).
 * ``stacked_digits``: the offline analogue of Stacked MNIST: a fixed, seeded table of
   `STACKED_SIZE` triples of independent digits, one per RGB channel, so 10^3 = 1000 modes. The
   images are composed on access; `stacked_digits_labels()` gives the `[N, 3]` class triples
@@ -51,19 +52,26 @@ def digits_images(size: int) -> tuple[np.ndarray, np.ndarray]:
     return pixels, data.target.astype(np.int64)
 
 
-def _with_channels(grey: np.ndarray, channels: int) -> np.ndarray:
+_SPRITE_COLOURS = np.array(
+    [(230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48),
+     (145, 30, 180), (70, 240, 240), (240, 50, 230), (210, 245, 60), (250, 190, 212)],
+    dtype=np.uint8,
+)
+
+
+def _with_channels(grey: np.ndarray, channels: int, labels: np.ndarray) -> np.ndarray:
     if channels == 1:
         return grey[..., None]
-    rgb = np.repeat(grey[..., None], 3, axis=-1)
     if channels == 3:
-        return rgb
-    return np.concatenate([rgb, np.full_like(grey[..., None], 255)], axis=-1)
+        return np.repeat(grey[..., None], 3, axis=-1)
+    rgb = np.broadcast_to(_SPRITE_COLOURS[labels][:, None, None, :], (*grey.shape, 3))
+    return np.concatenate([rgb, grey[..., None]], axis=-1)
 
 
 def digits_source(size: int, channels: int = 1) -> ArraySource:
     """The ``digits`` dataset at `size` px with `channels` channels (labels attached)."""
     grey, labels = digits_images(size)
-    return ArraySource(_with_channels(grey, channels), labels)
+    return ArraySource(_with_channels(grey, channels, labels), labels)
 
 
 @functools.lru_cache(maxsize=1)
