@@ -178,3 +178,26 @@ def test_make_early_stopping_uses_the_evaluator_metric():
     ev = make_evaluator(config, _toy_reference("ring8"))
     es = make_early_stopping(config, ev)
     assert ev.metric == "eval/modes" and es.lower_is_better is False
+
+
+class _FakeInception:
+    """Stands in for the FID Inception network: mean colour features, 4 'classes'."""
+
+    def features_and_probs(self, images):
+        feats = np.concatenate([images.mean(axis=(1, 2)), images.std(axis=(1, 2))], axis=1)
+        logits = feats[:, :3] @ np.ones((3, 4)) * np.arange(4)
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return feats, probs / probs.sum(axis=1, keepdims=True)
+
+
+def test_inception_kind_wiring():
+    rng = np.random.default_rng(0)
+    real = rng.uniform(-1, 1, (300, 8, 8, 4)).astype(np.float32)
+    fake_extractor = _FakeInception()
+    ev = evaluation.Evaluator(
+        "inception", lambda n, seed: real[:n], num_reference=300,
+        feature_fn=lambda x: fake_extractor.features_and_probs(x[..., :3])[0],
+        inception=evaluation._ThreeChannels(fake_extractor), kid_subsets=5)
+    out = ev(rng.uniform(-1, 1, (300, 8, 8, 4)).astype(np.float32))
+    assert set(out) == set(ev.metric_names()) and "eval/is" in out
+    assert out["eval/fid"] < ev(np.zeros((300, 8, 8, 4), np.float32))["eval/fid"]

@@ -58,6 +58,11 @@ CASES = {
                              "penalty_weight": 10.0, "n_critic": 2},
     "dragan_hinge": {"model.width": 32, "global_batch_size": 32, "penalty": "dragan",
                      "loss": "hinge"},
+    "dcgan_full_diagnostics": {"dataset": "digits", "model.kind": "dcgan", "model.width": 8,
+                               "model.z_dim": 16, "image_size": 16, "num_channels": 1,
+                               "model.generator_norm": "batch", "global_batch_size": 16,
+                               "penalty_weight": 10.0, "n_critic": 2,
+                               "diagnostics.level": "full"},
 }
 
 
@@ -83,3 +88,20 @@ def test_one_and_eight_devices_agree(case, runs):
     # the reported metrics are global means, not per-device or summed values
     for key in ("critic_loss", "generator_loss", "gradient_penalty", "wasserstein_estimate"):
         assert metrics[1][case][key] == pytest.approx(metrics[8][case][key], rel=1e-3, abs=1e-5)
+
+
+def test_in_step_diagnostics_are_exact_across_devices(runs):
+    """Per-layer norms, unit statistics and input-gradient norms: same on 1 and 8 devices."""
+    _, metrics = runs
+    one, eight = metrics[1]["dcgan_full_diagnostics"], metrics[8]["dcgan_full_diagnostics"]
+    assert one.keys() == eight.keys()
+    layer_keys = [k for k in one if k.startswith(("grad_norm/", "weight_norm/", "update_ratio/"))]
+    assert len(layer_keys) > 10, sorted(one)
+    for key in layer_keys + ["input_grad_norm/real_mean", "input_grad_norm/fake_mean",
+                             "dead_units/generator", "saturated/generator"]:
+        assert one[key] == pytest.approx(eight[key], rel=1e-3, abs=1e-6), key
+    # the per-layer gradient norms add up (in squares) to the global one
+    for net in ("generator", "critic"):
+        layers = [v for k, v in one.items() if k.startswith(f"grad_norm/{net}/")]
+        assert np.sqrt(np.sum(np.square(layers))) == pytest.approx(one[f"grad_norm/{net}"],
+                                                                   rel=1e-4)

@@ -139,10 +139,13 @@ class Evaluator:
             labels = self._classifier.predict_channels(images)
             stats = stacked_mode_metrics(labels)
             out.update({"eval/modes": stats["modes"], "eval/kl": stats["kl"]})
-        out.update(self._feature_metrics(images[:FEATURE_CAP]))
-        if self.kind == "inception":
-            _, probs = self._inception.features_and_probs(images[:FEATURE_CAP])
+        images = images[:FEATURE_CAP]
+        if self.kind == "inception":  # one Inception pass for the features and the IS
+            fake, probs = self._inception.features_and_probs(images)
+            out.update(self._feature_metrics(fake))
             out["eval/is"] = inception_score(probs, splits=min(10, len(probs)))[0]
+        else:
+            out.update(self._feature_metrics(self.features(images)))
         return out
 
     def _toy(self, samples: np.ndarray) -> dict[str, float]:
@@ -154,8 +157,7 @@ class Evaluator:
         out["eval/w1"] = wasserstein1_exact(samples[:n], self.toy_reference(n))
         return out
 
-    def _feature_metrics(self, images: np.ndarray) -> dict[str, float]:
-        fake = self.features(images)
+    def _feature_metrics(self, fake: np.ndarray) -> dict[str, float]:
         real = self.reference_features()
         m = compare_features(real, fake, kid_subsets=self.kid_subsets, seed=self.seed)
         return {
