@@ -2,7 +2,7 @@
 
 25 modes at {-4, -2, 0, 2, 4}^2, std 0.05 (`wgan_jax.data.toy`). The data spans +-4, so the
 gan_toy.py penalty weight 0.1 leaves the critic's gradients far above 1 (penalty ~10) and the
-samples blurry; lambda 1 keeps them near 1. A 128-wide MLP pair, Adam 1e-3 decayed linearly
+samples blurry; lambda 1 keeps them near 1. A 128-wide MLP pair, Adam 2e-3 decayed linearly
 to 0 and an EMA of the generator (what gets evaluated). Measured numbers and wall times:
 `python benchmarks/quality.py --configs grid25`.
 """
@@ -18,8 +18,8 @@ def get_config():
     c.n_critic = 5
     c.penalty = "gp"
     c.penalty_weight = 1.0
-    c.generator_lr = 1e-3
-    c.critic_lr = 1e-3
+    c.generator_lr = 2e-3
+    c.critic_lr = 2e-3
     c.lr_schedule = "linear"
     c.ema_decay = 0.99
     c.model.z_dim = 2

@@ -2,7 +2,7 @@
 
 Ring of radius 1, 8 modes, std 0.01 (`wgan_jax.data.toy`). Against the gan_toy.py defaults
 (width 512, Adam 1e-4 constant, 3k-100k iterations) this trades width for iterations: a
-128-wide MLP pair, Adam 5e-4 decayed linearly to 0 (the decay is what sharpens the modes) and
+128-wide MLP pair, Adam 1e-3 decayed linearly to 0 (the decay is what sharpens the modes) and
 an EMA of the generator weights, which is what gets evaluated. Measured numbers and wall
 times: `python benchmarks/quality.py --configs ring8`.
 """
@@ -18,8 +18,8 @@ def get_config():
     c.n_critic = 5
     c.penalty = "gp"
     c.penalty_weight = 0.1
-    c.generator_lr = 5e-4
-    c.critic_lr = 5e-4
+    c.generator_lr = 1e-3
+    c.critic_lr = 1e-3
     c.lr_schedule = "linear"
     c.ema_decay = 0.99
     c.model.z_dim = 2

@@ -13,7 +13,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_python(code: str, devices: int = 1, timeout: float = 600, cwd: str | None = None):
+def run_python(code: str, devices: int = 1, timeout: float = 1800, cwd: str | None = None):
     """Runs `code` in a fresh interpreter with `devices` CPU devices; returns CompletedProcess."""
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
@@ -24,7 +24,7 @@ def run_python(code: str, devices: int = 1, timeout: float = 600, cwd: str | Non
     )
 
 
-def run_module(args: list[str], devices: int = 1, timeout: float = 600, cwd: str | None = None):
+def run_module(args: list[str], devices: int = 1, timeout: float = 1800, cwd: str | None = None):
     """Runs `python -m ...args` with `devices` CPU devices; returns CompletedProcess."""
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"

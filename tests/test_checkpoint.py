@@ -144,7 +144,7 @@ def test_workdir_lock_refuses_second_trainer(tmp_path):
             ckpt.WorkdirLock(workdir).acquire()
         result = run_module(["wgan_jax.main", "--workdir", workdir,
                              "--config.num_iterations=2", "--config.model.width=8"],
-                            timeout=120, cwd=REPO)
+                            timeout=1200, cwd=REPO)
         assert result.returncode == 2, result.stderr[-2000:]
         last = result.stderr.strip().splitlines()[-1]
         assert last.startswith("error: workdir") and "in use" in last

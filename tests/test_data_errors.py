@@ -19,7 +19,7 @@ def _run(tmp_path, *overrides: str) -> subprocess.CompletedProcess:
         "--config.num_iterations=1", *overrides,
     ]
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env, cwd=ROOT)
 
 
 def _folder(tmp_path, corrupt: bool):

@@ -127,11 +127,11 @@ def test_command_line(tmp_path):
     src = os.path.join(os.path.dirname(__file__), os.pardir, "src")
     env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
     ok = subprocess.run([sys.executable, "-m", "wgan_jax.diagnose", "--workdir", workdir,
-                         "--json"], capture_output=True, text=True, env=env, timeout=60)
+                         "--json"], capture_output=True, text=True, env=env, timeout=600)
     assert ok.returncode == 0 and json.loads(ok.stdout)["healthy"] is True
     bad = subprocess.run([sys.executable, "-m", "wgan_jax.diagnose", "--workdir",
                           str(tmp_path / "nope")], capture_output=True, text=True, env=env,
-                         timeout=60)
+                         timeout=600)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
     assert "Traceback" not in bad.stderr
 

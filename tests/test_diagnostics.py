@@ -162,7 +162,7 @@ print(json.dumps([float(v) for v in out]))
 def test_inside_shard_map_on_four_devices():
     from conftest import run_python
 
-    proc = run_python(SHARD_MAP, devices=4, timeout=120)
+    proc = run_python(SHARD_MAP, devices=4, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-2000:]
     dead, saturated, diversity = json.loads(proc.stdout.strip().splitlines()[-1])
     r = np.random.default_rng(1)

@@ -81,7 +81,7 @@ def _launch(commands: list[list[str]], devices: int) -> list[subprocess.Complete
     results = []
     for proc in procs:
         try:
-            out, err = proc.communicate(timeout=400)
+            out, err = proc.communicate(timeout=1500)
         except subprocess.TimeoutExpired:
             for p in procs:
                 p.kill()

@@ -121,7 +121,7 @@ def compilation_cache(tmp_path_factory):
 def _script(workdir: str, overrides: dict, kill_at: int = -1, devices: int = 1):
     return subprocess.run(
         [sys.executable, "-c", SCRIPT, workdir, json.dumps({**TINY, **overrides}), str(kill_at)],
-        capture_output=True, text=True, timeout=300, env=_env(devices), cwd=REPO,
+        capture_output=True, text=True, timeout=1200, env=_env(devices), cwd=REPO,
     )
 
 
@@ -185,7 +185,7 @@ def test_sigterm_saves_exits_zero_and_resumes(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
     )
     metrics = os.path.join(workdir, "metrics.jsonl")
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 1200
     while not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.2)
