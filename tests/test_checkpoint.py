@@ -142,7 +142,8 @@ def test_workdir_lock_refuses_second_trainer(tmp_path):
     try:
         with pytest.raises(UserError, match="in use by a running trainer"):
             ckpt.WorkdirLock(workdir).acquire()
-        result = run_module(["wgan_jax.main", "--workdir", workdir,
+        result = run_module(["wgan_jax.main", "--config=configs/toy_25gaussians.py",
+                             "--workdir", workdir,
                              "--config.num_iterations=2", "--config.model.width=8"],
                             timeout=1200, cwd=REPO)
         assert result.returncode == 2, result.stderr[-2000:]

@@ -181,7 +181,8 @@ def test_sigterm_saves_exits_zero_and_resumes(tmp_path):
     flags = [f"--config.{k}={v}" for k, v in {**TINY, "num_iterations": 100000,
                                               "checkpoint_every": 0, "log_every": 2}.items()]
     process = subprocess.Popen(
-        [sys.executable, "-m", "wgan_jax.main", "--workdir", workdir, *flags],
+        [sys.executable, "-m", "wgan_jax.main", "--config=configs/toy_25gaussians.py",
+         "--workdir", workdir, *flags],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
     )
     metrics = os.path.join(workdir, "metrics.jsonl")

@@ -28,5 +28,5 @@ def test_short_toy_25gaussians_run_covers_most_modes(tmp_path):
     # Measured: 15 modes. An untrained generator puts its samples in a blob near the origin
     # (0-2 modes); a step with a wrong sign or scale does not spread them over the grid.
     assert result["modes"] >= 12, result
-    nearest = np.min(np.linalg.norm(samples[:, None] - centres[None], axis=-1), axis=1)
-    assert np.median(nearest) < 0.25, np.median(nearest)  # the grid spacing is 0.71
+    # ... and spread like the data (an untrained or broken generator stays near the origin)
+    np.testing.assert_allclose(samples.std(0), centres.std(0), rtol=0.3)
