@@ -24,6 +24,10 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_c
 _ITERS = flags.DEFINE_integer("iters", 20, "Timed iterations.")
 _WARMUP = flags.DEFINE_integer("warmup", 3, "Warm-up iterations after compiling.")
 _JSON = flags.DEFINE_boolean("json", False, "Only the JSON line.")
+_OVERHEAD = flags.DEFINE_boolean(
+    "penalty_overhead", False,
+    "Also time the same config with penalty='none' and report the ratio (the penalty's cost).",
+)
 
 
 def measure(config, iters: int, warmup: int) -> dict:
@@ -93,7 +97,14 @@ def measure(config, iters: int, warmup: int) -> dict:
 
 def main(argv: list[str]) -> None:
     del argv
-    result = measure(_CONFIG.value, _ITERS.value, _WARMUP.value)
+    config = _CONFIG.value
+    result = measure(config, _ITERS.value, _WARMUP.value)
+    if _OVERHEAD.value:
+        plain = config.copy_and_resolve_references()
+        plain.penalty = "none"
+        without = measure(plain, _ITERS.value, _WARMUP.value)["seconds_per_iteration"]
+        result["seconds_per_iteration_without_penalty"] = without
+        result["penalty_overhead"] = result["seconds_per_iteration"] / without
     if not _JSON.value:
         print(f"{result['seconds_per_iteration'] * 1e3:.1f} ms/iteration (median of "
               f"{_ITERS.value}), {result['achieved_flops_per_second'] / 1e9:.1f} GFLOP/s",

@@ -7,7 +7,8 @@ import numpy as np
 
 def _polynomial_kernel(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """k(x, y) = (x.y / d + 1)^3 with d the feature dimension."""
-    return (x @ y.T / x.shape[1] + 1.0) ** 3
+    k = x @ y.T / x.shape[1] + 1.0
+    return k * k * k  # not k ** 3: NumPy's power is ~3x slower on these matrices
 
 
 def mmd2_unbiased(x: np.ndarray, y: np.ndarray) -> float:
