@@ -11,7 +11,7 @@ CODE = r"""
 import json, sys
 import jax, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-from wgan_jax.config import get_default_config, data_shape
+from wgan_jax.config import apply_overrides, data_shape, get_default_config
 from wgan_jax.hlo_stats import allreduce_bytes
 from wgan_jax.state import create_train_state
 from wgan_jax.step import make_mesh, make_train_step
@@ -20,12 +20,7 @@ from wgan_jax.train import build_gan, replicate
 out = {}
 for name, overrides in json.loads(sys.argv[1]).items():
     c = get_default_config()
-    for key, value in overrides.items():
-        node = c
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = value
+    apply_overrides(c, overrides)
     mesh = make_mesh()
     shape = data_shape(c)
     gan = build_gan(c)

@@ -12,7 +12,7 @@ RUN = r"""
 import json, sys
 import jax, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-from wgan_jax.config import get_default_config, data_shape
+from wgan_jax.config import apply_overrides, data_shape, get_default_config
 from wgan_jax.state import create_train_state
 from wgan_jax.step import make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
@@ -38,12 +38,7 @@ def run(c, out, iters=3):
 results = {}
 for name, overrides in json.loads(sys.argv[1]).items():
     c = get_default_config()
-    for key, value in overrides.items():
-        node = c
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = value
+    apply_overrides(c, overrides)
     results[name] = run(c, sys.argv[2] + name + ".npy")
 print(json.dumps(results))
 """

@@ -98,6 +98,16 @@ def get_default_config() -> ml_collections.ConfigDict:
     return c
 
 
+def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> None:
+    """Sets dotted keys in place, e.g. {"model.width": 64}; unknown keys raise (locked)."""
+    for key, value in overrides.items():
+        node = config
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+
+
 def _fail(key: str, problem: str) -> None:
     raise ConfigError(f"config.{key}: {problem}")
 
