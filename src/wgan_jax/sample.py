@@ -20,7 +20,6 @@ _OUT = flags.DEFINE_string("out", None, "Output .npy file.")
 _SEED = flags.DEFINE_integer("seed", 0, "Latent seed: the same seed gives the same samples.")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "latest, best, or a step number.")
 _EMA = flags.DEFINE_boolean("ema", False, "Use the EMA generator weights (if the run kept them).")
-_BATCH = 1000
 
 
 def load_generator_state(workdir: str, which: str = "latest"):
@@ -63,14 +62,9 @@ def load_generator_state(workdir: str, which: str = "latest"):
 
 def generate_samples(gan, state, num: int, seed: int, use_ema: bool = False) -> np.ndarray:
     """`num` samples as float32 numpy, from latents drawn with `seed` (batching-independent)."""
-    import jax
+    from wgan_jax.evaluation import generate
 
-    from wgan_jax.state import generate
-
-    z = jax.random.normal(jax.random.PRNGKey(seed), (num, gan.z_dim))
-    fn = jax.jit(lambda s, zz: generate(gan, s, zz, use_ema=use_ema))
-    parts = [np.asarray(fn(state, z[i : i + _BATCH])) for i in range(0, num, _BATCH)]
-    return np.concatenate(parts).astype(np.float32)
+    return generate(gan, state, num, seed=seed, use_ema=use_ema)
 
 
 def main(argv: list[str]) -> int:
