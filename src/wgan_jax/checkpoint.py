@@ -34,21 +34,12 @@ import orbax.checkpoint as ocp
 from orbax.checkpoint import checkpoint_managers as cm
 
 from wgan_jax.errors import UserError
+from wgan_jax.metrics.direction import lower_is_better
 
 log = logging.getLogger("wgan_jax")
 
 # Metrics that pick the best checkpoint when config.eval.metric is "", best first.
 EVAL_PREFERENCE = ("eval/fid", "eval/kid", "eval/w1", "eval/reverse_kl", "eval/modes", "eval/is")
-_HIGHER_IS_BETTER = ("modes", "precision", "recall", "coverage", "density", "inception_score",
-                     "high_quality", "is")
-
-
-def lower_is_better(metric: str) -> bool:
-    """True for distances (FID, KID, W1, ...), False for counts and scores (modes, IS, recall)."""
-    name = metric.split("/")[-1]
-    return not any(name == word or name.startswith(word) for word in _HIGHER_IS_BETTER)
-
-
 def _normalise_metric(metric: str) -> str:
     return metric if not metric or metric.startswith("eval/") else "eval/" + metric
 

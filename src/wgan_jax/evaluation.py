@@ -39,6 +39,7 @@ from wgan_jax.metrics import (
     toy_mode_metrics,
     wasserstein1_exact,
 )
+from wgan_jax.metrics.direction import lower_is_better
 from wgan_jax.metrics.toy import TOY_MIXTURES
 
 log = logging.getLogger("wgan_jax")
@@ -47,15 +48,6 @@ ReferenceFn = Callable[[int, int], np.ndarray]
 
 W1_CAP = 2500  # samples in the exact W1 (Hungarian assignment, O(n^3))
 FEATURE_CAP = 10_000  # samples in the feature metrics (PRDC is O(n^2) in memory traffic)
-_HIGHER_IS_BETTER = ("modes", "high_quality", "precision", "recall", "density", "coverage", "is")
-
-
-def lower_is_better(metric: str) -> bool:
-    """True for distances and divergences (fid, kid, w1, reverse_kl, kl), False for counts,
-    fractions and scores (modes, high_quality, precision, recall, density, coverage, is)."""
-    return metric.split("/")[-1] not in _HIGHER_IS_BETTER
-
-
 def _prefixed(metrics: dict[str, Any]) -> dict[str, float]:
     return {f"eval/{k}": float(v) for k, v in metrics.items()}
 

@@ -43,12 +43,8 @@ from typing import Any
 
 import numpy as np
 
-# eval/* metrics where higher is better; every other eval metric is taken as lower-is-better
-# (fid, kid, w1, reverse_kl, ...).
-HIGHER_IS_BETTER = (
-    "modes", "is", "inception_score", "precision", "recall", "density", "coverage",
-    "high_quality", "hq", "accuracy",
-)
+from wgan_jax.metrics.direction import lower_is_better
+
 # Keys that are bookkeeping, not health signals.
 _IGNORED_KEYS = ("step", "time", "timestamp", "wall_time", "epoch", "steps_per_second")
 
@@ -154,13 +150,7 @@ def is_eval_score(key: str) -> bool:
 
 def _better(key: str, a: float, b: float) -> bool:
     """True if eval value `a` is better than `b` for metric `key`."""
-    name = key.split("/", 1)[-1].lower()
-    higher = name in HIGHER_IS_BETTER or name.split("_")[0] in HIGHER_IS_BETTER
-    return a > b if higher else a < b
-
-
-def _higher_is_better(key: str) -> bool:
-    return _better(key, 1.0, 0.0)
+    return a < b if lower_is_better(key) else a > b
 
 
 class HealthMonitor:
@@ -456,7 +446,7 @@ class HealthMonitor:
                 self._eval_best[key] = (x, step)
                 best = (x, step)
             scale = max(abs(best[0]), 1e-12)
-            worse = (x - best[0]) / scale if not _higher_is_better(key) else (best[0] - x) / scale
+            worse = (x - best[0]) / scale if lower_is_better(key) else (best[0] - x) / scale
             if self._check("eval_regression:" + key, worse > tol, step,
                            patience=self.cfg["eval_patience"]):
                 events.append(self._event(
