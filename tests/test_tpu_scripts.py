@@ -118,7 +118,7 @@ CASES = [
             + [
                 "--worker=all",
                 "--command=python3 -m pip install -U pip && python3 -m pip install -U "
-                "'jax[tpu]' && python3 -m pip install -e wgan_jax",
+                "'jax[tpu]' && python3 -m pip install -e 'wgan_jax[gcs]'",
             ]
         ],
     ),

@@ -11,7 +11,7 @@ usage() {
   cat <<USAGE
 usage: $(basename "$0") [flags]
 
-On all workers: pip install -U "JAX_SPEC" (default "jax[tpu]"), then pip install -e REMOTE_DIR.
+On all workers: pip install -U "JAX_SPEC" (default "jax[tpu]"), then pip install -e "REMOTE_DIR[gcs]" (gcsfs, for the gs:// workdir).
 Run copy.sh first.
 
 Flags:
@@ -34,4 +34,4 @@ done
 require_target
 
 py="$(quote "$PYTHON")"
-ssh_workers all "$py -m pip install -U pip && $py -m pip install -U $(quote "$JAX_SPEC") && $py -m pip install -e $(quote "$REMOTE_DIR")"
+ssh_workers all "$py -m pip install -U pip && $py -m pip install -U $(quote "$JAX_SPEC") && $py -m pip install -e $(quote "${REMOTE_DIR}[gcs]")"

@@ -15,6 +15,9 @@ committed, so tools need not trust orbax's metric bookkeeping.
 Evaluation feeds the "best" policy by passing its metrics to `Checkpointer.save(..., metrics=)`
 at the step it ran; `best_metric` names the metric ("" = the first of `EVAL_PREFERENCE` that
 evaluation reports).
+
+WORKDIR may be a URL (`gs://bucket/run`): the checkpoint directory is then handed to orbax as
+is, our own files go through `wgan_jax.fs`, and the workdir lock is skipped.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import time
 from typing import Any
 
@@ -33,6 +35,7 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 from orbax.checkpoint import checkpoint_managers as cm
 
+from wgan_jax import fs
 from wgan_jax.errors import UserError
 from wgan_jax.metrics.direction import lower_is_better
 
@@ -72,9 +75,9 @@ class Checkpointer:
         read_only: bool = False,
         config_json: dict[str, Any] | None = None,
     ) -> None:
-        self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+        self.directory = fs.abspath(fs.join(workdir, "checkpoints"))
         self.read_only = read_only
-        self._best_path = os.path.join(self.directory, "best.json")
+        self._best_path = fs.join(self.directory, "best.json")
         self._config_json = config_json
         self._pending_best: dict[str, Any] | None = None
         self.skipped: list[tuple[int, str]] = []  # unreadable checkpoints met by restore()
@@ -125,12 +128,7 @@ class Checkpointer:
                      "lower" if lower_is_better(self.best_metric) else "higher")
 
     def _read_best_file(self) -> dict[str, Any] | None:
-        try:
-            with open(self._best_path) as f:
-                record = json.load(f)
-            return record if isinstance(record, dict) and "step" in record else None
-        except (OSError, json.JSONDecodeError):
-            return None
+        return read_best_file(self._best_path)
 
     def _write_pending_best(self) -> None:
         """Records the pending best step in best.json once its checkpoint is committed."""
@@ -140,10 +138,7 @@ class Checkpointer:
         self._pending_best = None
         if jax.process_index() != 0 or self.read_only:
             return
-        tmp = self._best_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(pending, f)
-        os.replace(tmp, self._best_path)
+        write_best_file(self._best_path, pending)
 
     def best(self) -> dict[str, Any] | None:
         """`{"step", "metric", "value"}` of the best kept checkpoint, or None before any eval.
@@ -286,12 +281,12 @@ class Checkpointer:
         if self.read_only:
             return
         if jax.process_index() == 0:
-            path = os.path.join(self.directory, str(step))
+            path = fs.join(self.directory, str(step))
             target = f"{path}.corrupt-{int(time.time())}"
             try:
-                os.replace(path, target)
+                fs.rename(path, target)
             except OSError:
-                shutil.rmtree(path, ignore_errors=True)
+                fs.remove_tree(path)
         if jax.process_count() > 1:
             from jax.experimental import multihost_utils
 
@@ -324,18 +319,38 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
+def read_best_file(path: str) -> dict[str, Any] | None:
+    """The `{"step", "metric", "value"}` record in best.json, or None if missing or invalid."""
+    try:
+        record = json.loads(fs.read_text(path))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) and "step" in record else None
+
+
+def write_best_file(path: str, record: dict[str, Any]) -> None:
+    """Replaces best.json atomically (local or URL), so readers see the old or the new record."""
+    fs.write_atomic(path, json.dumps(record))
+
+
 class WorkdirLock:
     """An exclusive lock on a workdir, so two trainers never write the same checkpoints.
 
     `flock` is released by the kernel when the process dies, so a killed trainer never leaves
-    a stale lock behind.
+    a stale lock behind. Object stores have no such lock: for a URL workdir (`gs://...`)
+    `acquire` logs that and locks nothing.
     """
 
     def __init__(self, workdir: str) -> None:
-        self.path = os.path.join(workdir, ".lock")
+        self.workdir = workdir
+        self.path = fs.join(workdir, ".lock")
         self._file = None
 
     def acquire(self) -> None:
+        if fs.is_remote(self.workdir):
+            log.info("workdir %s is remote: not locked (object stores have no file locks); "
+                     "make sure no other trainer uses it", self.workdir)
+            return
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         handle = open(self.path, "a+")  # noqa: SIM115 - held for the process's lifetime
         try:

@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wgan_jax import health
+from wgan_jax import fs, health
 from wgan_jax.errors import UserError
 from wgan_jax.writers import EVENTS_FILE, METRICS_FILE, json_safe, read_jsonl
 
@@ -46,13 +45,12 @@ TITLES = {
 
 
 def _load_config(workdir: str) -> tuple[dict, list[str]]:
-    path = os.path.join(workdir, "config.json")
-    if not os.path.exists(path):
+    path = fs.join(workdir, "config.json")
+    if not fs.exists(path):
         return {}, ["no config.json: assumed loss='wasserstein', penalty='gp' and default "
                     "health thresholds"]
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
+        config = json.loads(fs.read_text(path))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UserError(f"cannot read {path}: {e}") from None
     if not isinstance(config, dict):
@@ -63,15 +61,15 @@ def _load_config(workdir: str) -> tuple[dict, list[str]]:
 
 
 def _load_rows(workdir: str) -> tuple[list[dict], list[dict]]:
-    if not os.path.isdir(workdir):
+    if not fs.isdir(workdir):
         raise UserError(f"workdir {workdir} does not exist or is not a directory")
-    metrics = os.path.join(workdir, METRICS_FILE)
-    if not os.path.exists(metrics):
+    metrics = fs.join(workdir, METRICS_FILE)
+    if not fs.exists(metrics):
         raise UserError(f"no {METRICS_FILE} in {workdir}; has the run logged any step yet?")
     try:
         rows = [r for r in read_jsonl(metrics) if isinstance(r.get("step"), (int, float))]
-        events_path = os.path.join(workdir, EVENTS_FILE)
-        events = read_jsonl(events_path) if os.path.exists(events_path) else []
+        events_path = fs.join(workdir, EVENTS_FILE)
+        events = read_jsonl(events_path) if fs.exists(events_path) else []
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"cannot read the logs in {workdir}: {e}") from None
     if not rows:
@@ -80,11 +78,11 @@ def _load_rows(workdir: str) -> tuple[list[dict], list[dict]]:
 
 
 def _checkpoint_steps(workdir: str) -> list[int]:
-    directory = os.path.join(workdir, "checkpoints")
-    if not os.path.isdir(directory):
+    directory = fs.join(workdir, "checkpoints")
+    if not fs.isdir(directory):
         return []
-    return sorted(int(name) for name in os.listdir(directory)
-                  if name.isdigit() and os.path.isdir(os.path.join(directory, name)))
+    return sorted(int(name) for name in fs.listdir(directory)
+                  if name.isdigit() and fs.isdir(fs.join(directory, name)))
 
 
 def _best_eval(rows: Sequence[Mapping], config: Mapping, checkpoints: list[int]) -> dict | None:
@@ -252,7 +250,7 @@ def diagnose(workdir: str) -> dict:
     last_train = next((r for r in reversed(rows) if any(k in r for k in shown)), {})
     last = {k: last_train[k] for k in shown if k in last_train}
     return {
-        "workdir": os.path.abspath(workdir),
+        "workdir": fs.abspath(workdir),
         "healthy": not problems,
         "loss": loss,
         "penalty": penalty,

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 
 from absl import app, flags
 
-from wgan_jax import cli
+from wgan_jax import cli, fs
 from wgan_jax import sample as _sample
 
 # `wgan_jax.sample` (whose `load_generator_state` this CLI uses) defines its own flags at import;
@@ -76,7 +75,7 @@ def main(argv: list[str]) -> int:
         cli.fail(f"unexpected arguments: {' '.join(argv[1:])}")
     if not _WORKDIR.value:
         cli.fail("--workdir is required")
-    if not os.path.isdir(_WORKDIR.value):
+    if not fs.isdir(_WORKDIR.value):
         cli.fail(f"workdir {_WORKDIR.value!r} does not exist")
     if _NUM.value is not None and _NUM.value < 2:
         cli.fail(f"--num must be >= 2, got {_NUM.value}")

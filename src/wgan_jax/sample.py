@@ -6,13 +6,13 @@ Toy runs give float32 [N, 2]; image runs float32 [N, H, W, C] in [-1, 1].
 
 from __future__ import annotations
 
-import os
+import io
 import sys
 
 import numpy as np
 from absl import app, flags
 
-from wgan_jax import cli
+from wgan_jax import cli, fs
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The run's workdir.")
 _NUM = flags.DEFINE_integer("num", 1000, "How many samples.")
@@ -29,7 +29,7 @@ def load_generator_state(workdir: str, which: str = "latest"):
     from wgan_jax.step import make_mesh
     from wgan_jax.train import abstract_train_state, build_gan, load_config_json
 
-    if not os.path.isdir(workdir):
+    if not fs.isdir(workdir):
         raise UserError(f"workdir {workdir!r} does not exist")
     config = load_config_json(workdir)
     gan = build_gan(config)
@@ -85,10 +85,9 @@ def main(argv: list[str]) -> int:
             raise UserError("--ema: this run kept no EMA weights (config.ema_decay was 0)")
         samples = generate_samples(gan, state, _NUM.value, _SEED.value, use_ema)
         out = _OUT.value
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        tmp = out + ".tmp.npy"
-        np.save(tmp, samples)
-        os.replace(tmp, out)
+        buffer = io.BytesIO()
+        np.save(buffer, samples)
+        fs.write_atomic(out, buffer.getvalue())
         print(f"wrote {samples.shape} samples from checkpoint {step} to {out}")
         return 0
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import signal
 import time
 from typing import Any
@@ -22,7 +21,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import evaluation, input_pipeline, writers
+from wgan_jax import evaluation, fs, input_pipeline, writers
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.errors import UserError
 from wgan_jax.health import HealthMonitor, format_event
@@ -174,11 +173,8 @@ def _event(step: int, rule: str, message: str, advice: str = "", **evidence: Any
 
 
 def _write_config(config: ml_collections.ConfigDict, workdir: str) -> None:
-    path = os.path.join(workdir, "config.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(config.to_json_best_effort(indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    fs.write_atomic(fs.join(workdir, "config.json"),
+                    config.to_json_best_effort(indent=2, sort_keys=True))
 
 
 class _Sampler:
@@ -194,7 +190,7 @@ class _Sampler:
 
     def save(self, state: TrainState, step: int, workdir: str, writer) -> str:
         samples = np.asarray(jax.device_get(self._gen(state, self.z)), np.float32)
-        path = os.path.join(workdir, "samples", f"step_{step:07d}.png")
+        path = fs.join(workdir, "samples", f"step_{step:07d}.png")
         if self.toy:
             writers.save_scatter(path, samples, self.reference, title=f"step {step}")
         else:
@@ -210,15 +206,17 @@ def train_and_evaluate(
     generator: nn.Module | None = None,
     critic: nn.Module | None = None,
 ) -> dict[str, Any]:
-    """Trains (resuming from `workdir`'s newest checkpoint) and returns a summary dict."""
+    """Trains (resuming from `workdir`'s newest checkpoint) and returns a summary dict.
+
+    `workdir` is a local directory or a URL such as `gs://bucket/run` (see `wgan_jax.fs`).
+    """
     mesh = make_mesh()
     validate_config(config, mesh.devices.size)
     is_main = jax.process_index() == 0
-    local_workdir = "://" not in workdir
-    lock = ckpt.WorkdirLock(workdir) if local_workdir and is_main else None
+    lock = ckpt.WorkdirLock(workdir) if is_main else None
     it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
-    if is_main and local_workdir:
-        os.makedirs(workdir, exist_ok=True)
+    if is_main:
+        fs.makedirs(workdir)
     if lock:
         lock.acquire()
     try:
@@ -427,13 +425,12 @@ def load_config_json(workdir: str) -> ml_collections.ConfigDict:
     """The config a run in `workdir` was trained with, over today's defaults."""
     from wgan_jax.config import get_default_config
 
-    path = os.path.join(workdir, "config.json")
+    path = fs.join(workdir, "config.json")
     try:
-        with open(path) as f:
-            saved = json.load(f)
+        saved = json.loads(fs.read_text(path))
     except FileNotFoundError:
         raise UserError(f"{path} not found: is {workdir!r} a wgan_jax workdir?") from None
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UserError(f"{path} cannot be read: {error}") from None
     config = get_default_config()
     _update(config, saved)

@@ -10,20 +10,28 @@ Files written under WORKDIR:
   (which does not import TensorFlow).
 * `plots/*.png`: `update_plots` redraws these from `metrics.jsonl`.
 
+WORKDIR may be a URL such as `gs://bucket/run` (see `wgan_jax.fs`): images are rendered in
+memory and uploaded whole, the JSONL logs are rewritten whole on each flush, and TensorBoard is
+off (metrics.jsonl holds every scalar).
+
 Plots are drawn with matplotlib's object API on an Agg canvas (no pyplot), so they neither need a
 display nor touch the user's global matplotlib state.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import math
-import os
-import tempfile
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
 
 import numpy as np
+
+from wgan_jax import fs
+
+log = logging.getLogger("wgan_jax")
 
 METRICS_FILE = "metrics.jsonl"
 EVENTS_FILE = "events.jsonl"
@@ -55,63 +63,49 @@ def _dumps(obj: Mapping[str, Any]) -> str:
     return json.dumps(json_safe(dict(obj)), allow_nan=False, separators=(",", ":"))
 
 
+def _json_lines(text: str) -> list[tuple[str, dict]]:
+    """(stripped line, object) for each line of `text` that holds a JSON object."""
+    rows = []
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            rows.append((line, row))
+    return rows
+
+
 def read_jsonl(path: str) -> list[dict]:
-    """Reads a JSON-lines file into dicts.
+    """Reads a JSON-lines file (local path or URL) into dicts.
 
     Lines that are not a JSON object (typically the last line of a file whose writer was killed
     mid-write) are skipped. Raises `FileNotFoundError` if the file does not exist.
     """
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict):
-                rows.append(row)
-    return rows
+    return [row for _, row in _json_lines(fs.read_text(path))]
 
 
-def _atomic_write_text(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+def _lines_up_to(text: str, max_step: int) -> str:
+    """The JSON-object lines of `text` with `step <= max_step` (or no step), one per line."""
+    kept = []
+    for line, row in _json_lines(text):
+        step = row.get("step")
+        if isinstance(step, (int, float)) and step > max_step:
+            continue
+        kept.append(line + "\n")
+    return "".join(kept)
 
 
 def _truncate_jsonl(path: str, max_step: int) -> None:
     """Keeps only the lines with `step <= max_step` (and step-less lines); drops broken lines."""
-    if not os.path.exists(path):
+    try:
+        text = fs.read_text(path)
+    except FileNotFoundError:
         return
-    kept = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            stripped = line.strip()
-            if not stripped:
-                continue
-            try:
-                row = json.loads(stripped)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(row, dict):
-                continue
-            step = row.get("step")
-            if isinstance(step, (int, float)) and step > max_step:
-                continue
-            kept.append(stripped + "\n")
-    _atomic_write_text(path, "".join(kept))
+    fs.write_atomic(path, _lines_up_to(text, max_step))
 
 
 def _to_uint8(images: np.ndarray) -> np.ndarray:
@@ -180,18 +174,11 @@ def save_image_grid(path: str, images: np.ndarray, ncols: int | None = None) -> 
     _save_atomic(path, lambda f: image.save(f, format="PNG"))
 
 
-def _save_atomic(path: str, save) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".png")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            save(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+def _save_atomic(path: str, save: Callable[[IO[bytes]], Any]) -> None:
+    """Renders a file in memory with `save(buffer)`, then writes it atomically (local or URL)."""
+    buffer = io.BytesIO()
+    save(buffer)
+    fs.write_atomic(path, buffer.getvalue())
 
 
 def _new_figure(width: float = 6.0, height: float = 4.0):
@@ -314,20 +301,20 @@ def update_plots(workdir: str) -> list[str]:
     fractions, diversity) and one panel per `eval/*` metric. A plot whose metrics were never
     logged is skipped. Series are thinned to ~2,000 points; about a second of CPU for 10k rows.
     """
-    path = os.path.join(workdir, METRICS_FILE)
-    if not os.path.exists(path):
+    try:
+        rows = read_jsonl(fs.join(workdir, METRICS_FILE))
+    except FileNotFoundError:
         return []
-    rows = read_jsonl(path)
     if not rows:
         return []
-    out_dir = os.path.join(workdir, PLOTS_DIR)
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = fs.join(workdir, PLOTS_DIR)
+    fs.makedirs(out_dir)
     columns = _columns(rows)
     keys = sorted(columns)
     written = []
 
     def out(name: str) -> str:
-        return os.path.join(out_dir, name)
+        return fs.join(out_dir, name)
 
     plans = [
         ("losses.png", ["critic_loss", "generator_loss"], "losses", False, None),
@@ -372,7 +359,9 @@ class MetricWriter:
     `enabled=False` makes every method a no-op, so all processes can call the same code.
     `resume_step`: when a run resumes from a checkpoint at that step, the metric and event lines
     after it (written before the interruption) are dropped, atomically, and TensorBoard is told to
-    purge its later records, so the logs read as one uninterrupted run.
+    purge its later records, so the logs read as one uninterrupted run. For a URL workdir
+    (`gs://...`) TensorBoard is off: tensorboardX's gs:// writer would keep each whole event
+    file (histograms, images) in memory and upload it again on every flush.
     """
 
     def __init__(
@@ -390,15 +379,18 @@ class MetricWriter:
         self._tb = None
         if not enabled:
             return
-        os.makedirs(workdir, exist_ok=True)
-        self.metrics_path = os.path.join(workdir, METRICS_FILE)
-        self.events_path = os.path.join(workdir, EVENTS_FILE)
+        fs.makedirs(workdir)
+        self.metrics_path = fs.join(workdir, METRICS_FILE)
+        self.events_path = fs.join(workdir, EVENTS_FILE)
         if resume_step is not None:
             _truncate_jsonl(self.metrics_path, resume_step)
             _truncate_jsonl(self.events_path, resume_step)
-        self._metrics = open(self.metrics_path, "a", encoding="utf-8")
-        self._events = open(self.events_path, "a", encoding="utf-8")
-        if tensorboard:
+        self._metrics = fs.Appender(self.metrics_path)
+        self._events = fs.Appender(self.events_path)
+        if tensorboard and fs.is_remote(workdir):
+            log.info("TensorBoard is off for the remote workdir %s; metrics.jsonl holds every "
+                     "scalar", workdir)
+        elif tensorboard:
             from tensorboardX import SummaryWriter
 
             purge = None if resume_step is None else resume_step + 1
