@@ -61,7 +61,7 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.critic_b1 = 0.5
     c.critic_b2 = 0.9
     c.lr_schedule = "constant"  # or "linear": decay to 0 over num_iterations
-    c.ema_decay = 0.0  # EMA of generator weights; 0 disables
+    c.ema_decay = 0.0  # EMA of generator weights; 0 disables; warm-up min(d, (1+t)/(10+t))
     c.compute_dtype = "float32"  # or "bfloat16": activations only; params, losses, norms in f32
 
     c.model = ml_collections.ConfigDict()

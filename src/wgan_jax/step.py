@@ -60,11 +60,18 @@ def _nonfinite_count(opt_state, field: str = "total_notfinite") -> jax.Array:
 
 
 def make_train_step(
-    config: ml_collections.ConfigDict, mesh: Mesh, gan: GAN, data_shape: tuple[int, ...]
+    config: ml_collections.ConfigDict,
+    mesh: Mesh,
+    gan: GAN,
+    data_shape: tuple[int, ...],
+    *,
+    unroll_critic: bool = False,
 ) -> Callable[[TrainState, jax.Array], tuple[TrainState, Metrics]]:
     """Builds `step(state, real) -> (state, metrics)`; `real` is [n_critic, B, *data_shape].
 
     `state` is donated. `metrics` are float32 scalars, already averaged over the global batch.
+    `unroll_critic` unrolls the critic loop (same function, longer compile): XLA's cost
+    analysis counts a loop body once, so the benchmarks count FLOPs on the unrolled step.
     """
     n_critic = config.n_critic
     batch = config.global_batch_size
@@ -184,7 +191,10 @@ def make_train_step(
 
     def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen):
         carry = (state.g_params, state.g_state, state.d_params, state.d_state, state.d_opt_state)
-        carry, critic_metrics = lax.scan(critic_update, carry, (real, z_critic, alpha, noise))
+        carry, critic_metrics = lax.scan(
+            critic_update, carry, (real, z_critic, alpha, noise),
+            unroll=n_critic if unroll_critic else 1,
+        )
         _, _, d_params, d_state, d_opt_state = carry
         g_params, g_state, g_opt_state, metrics = generator_update(
             state, d_params, d_state, z_gen, real[-1]
@@ -203,7 +213,8 @@ def make_train_step(
         ).astype(jnp.float32)
         ema = state.ema_params
         if ema is not None:
-            ema = jax.tree.map(lambda e, p: ema_decay * e + (1.0 - ema_decay) * p, ema, g_params)
+            decay = ema_warmup_decay(ema_decay, state.step)
+            ema = jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p, ema, g_params)
         new_state = state.replace(
             step=state.step + 1,
             g_params=g_params,
@@ -241,6 +252,16 @@ def make_train_step(
         return mapped(state, real, *draw(key))
 
     return jax.jit(step, donate_argnums=0)
+
+
+def ema_warmup_decay(decay: float, step: jax.Array) -> jax.Array:
+    """The EMA decay at (0-based) `step`: min(decay, (1 + step) / (10 + step)).
+
+    Early on the average follows the weights closely, so a long-horizon EMA (0.999) of a short
+    run is not dominated by the random initial weights it started from.
+    """
+    step = jnp.asarray(step, jnp.float32)
+    return jnp.minimum(decay, (1.0 + step) / (10.0 + step))
 
 
 def _flat(tree) -> dict[str, jax.Array]:
