@@ -8,12 +8,14 @@ directory; nothing is downloaded.
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
+from wgan_jax import fs
 
 CACHE_NAME = "digits_classifier_v1.npz"
 NUM_TRAIN = 1500
@@ -106,23 +108,16 @@ class DigitClassifier:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the weights atomically as a plain ``.npz`` (no pickle)."""
-        directory = os.path.dirname(os.fspath(path)) or "."
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".npz", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(
-                    f,
-                    w1=self.w1,
-                    b1=self.b1,
-                    w2=self.w2,
-                    b2=self.b2,
-                    test_accuracy=np.float64(self.test_accuracy),
-                )
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        buffer = io.BytesIO()
+        np.savez(
+            buffer,
+            w1=self.w1,
+            b1=self.b1,
+            w2=self.w2,
+            b2=self.b2,
+            test_accuracy=np.float64(self.test_accuracy),
+        )
+        fs.write_atomic(os.fspath(path), buffer.getvalue())
 
     @classmethod
     def load_or_train(cls, data_dir: str | os.PathLike) -> DigitClassifier:
