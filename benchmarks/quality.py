@@ -1,13 +1,15 @@
 """Sample quality over seeds: trains each config with its own defaults, evaluates, prints Markdown.
 
-    python benchmarks/quality.py [--configs ring8,grid25,stacked_digits] [--seeds 3]
+    python benchmarks/quality.py [--configs ring8,grid25,stacked_digits,digits] [--seeds 3]
         [--root /tmp/wgan_quality] [--num_iterations N] [--num_samples N]
 
 Toy mixtures are reported in the PacGAN / VEEGAN table format (modes, high-quality %, reverse KL
 of the mode histogram, plus exact W1 and training wall time) next to the published numbers;
 image configs report modes / KL (stacked digits), FID, KID, precision and recall on the digit
 classifier's features, and the floor: the same metrics of real examples (an independent draw,
-not the reference set) against the reference. Each run trains in this process with
+not the reference set) against the reference. For `digits` the held-out split of the digit
+classifier is the reference too: generated samples and the training split against it
+("FID vs held-out" and the floor). Each run trains in this process with
 `wgan_jax.train.train_and_evaluate` and is evaluated with `wgan_jax.evaluation.evaluate_state`
 on the final checkpoint (EMA weights when the config keeps them). Wall time is the training
 time alone; say what else ran on the machine when you quote it.
@@ -25,7 +27,7 @@ import time
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_CONFIGS = ("ring8", "grid25", "stacked_digits")
+DEFAULT_CONFIGS = ("ring8", "grid25", "stacked_digits", "digits")
 
 # Published rows (modes / high-quality % / reverse KL); see shared REFERENCES.md.
 PUBLISHED = {
@@ -75,12 +77,36 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     evaluator = make_evaluator(config, reference_fn_for(config), seed=0)
     metrics = evaluate_state(config, gan, state, seed=seed, evaluator=evaluator)
     row = {"config": name, "seed": seed, "step": step, "wall_seconds": wall, **metrics}
-    if evaluator is not None and evaluator.kind not in ("toy", "swissroll"):
+    if config.dataset == "digits":
+        row.update(heldout_metrics(config, gan, state, seed))
+    elif evaluator is not None and evaluator.kind not in ("toy", "swissroll"):
         # The floor: real examples from an independent draw against the same reference.
         real = reference_fn_for(config)(int(config.eval.num_samples), 10_000 + seed)
         row.update({f"floor/{k.split('/')[-1]}": v for k, v in evaluator(real).items()})
     print(json.dumps(row), flush=True)
     return row
+
+
+def heldout_metrics(config, gan, state, seed: int) -> dict:
+    """digits: metrics against the digit classifier's held-out split, generated and real.
+
+    The reference is the 297 held-out digits (never seen by the classifier); "heldout/*" are
+    1,500 generated samples against it and "floor/*" the 1,500 training-split digits against
+    it: the best a generator of the training split can do with these sample sizes.
+    """
+    from wgan_jax.data.digits import digits_source
+    from wgan_jax.data.images import to_float
+    from wgan_jax.evaluation import generate, make_evaluator
+    from wgan_jax.metrics.digits_classifier import train_test_split_indices
+
+    images = to_float(digits_source(config.image_size, config.num_channels).images)
+    train_idx, test_idx = train_test_split_indices(len(images))
+    evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
+    use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
+    fake = generate(gan, state, len(train_idx), seed=seed + 12345, use_ema=use_ema)
+    out = {f"heldout/{k.split('/')[-1]}": v for k, v in evaluator(fake).items()}
+    out.update({f"floor/{k.split('/')[-1]}": v for k, v in evaluator(images[train_idx]).items()})
+    return out
 
 
 def _ms(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
@@ -109,9 +135,9 @@ def toy_table(rows: list[dict]) -> str:
 
 
 def image_table(rows: list[dict]) -> str:
-    lines = ["| Config | Method | Modes | KL | FID | FID floor (real vs real) | KID | Precision | "
-             "Recall | Train wall time (s) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| Config | Method | Modes | KL | FID | FID vs held-out | FID floor (real vs real) | "
+             "KID | Precision | Recall | Train wall time (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["config"] for r in rows):
         rs = [r for r in rows if r["config"] == name]
 
@@ -120,10 +146,11 @@ def image_table(rows: list[dict]) -> str:
 
         lines.append(
             f"| {name} | wgan_jax ({len(rs)} seeds) | {col('eval/modes', 1)} | {col('eval/kl')}"
-            f" | {col('eval/fid')} | {col('floor/fid')} | {col('eval/kid', 4)}"
+            f" | {col('eval/fid')} | {col('heldout/fid')} | {col('floor/fid')}"
+            f" | {col('eval/kid', 4)}"
             f" | {col('eval/precision')} | {col('eval/recall')} | {col('wall_seconds', 0)} |")
         for method, modes, kl in PUBLISHED.get(os.path.basename(name), []):
-            lines.append(f"| {name} | {method} | {modes} | {kl} | - | - | - | - | - | - |")
+            lines.append(f"| {name} | {method} | {modes} | {kl} | - | - | - | - | - | - | - |")
     return "\n".join(lines)
 
 

@@ -59,3 +59,26 @@ def test_stacked_digits_pipeline_with_labels():
     x = np.asarray(next(it))
     assert x.shape == (2, 8, 16, 16, 3) and x.min() >= -1 and x.max() <= 1
     assert it.reference_labels(20, 0).shape == (20, 3)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "dcgan"])
+def test_8px_stacked_digits_models(kind):
+    """8 px is the digits' native size; the MLP pair maps z to images in [-1, 1] there too."""
+    import jax
+
+    from wgan_jax.config import data_shape, validate_config
+    from wgan_jax.models import build_models
+
+    c = get_default_config()
+    c.dataset, c.model.kind, c.image_size, c.num_channels = "stacked_digits", kind, 8, 3
+    c.model.z_dim, c.model.width = 8, 16
+    validate_config(c, num_devices=1)
+    generator, critic = build_models(c)
+    z = jax.random.normal(jax.random.PRNGKey(0), (4, 8)) * 10.0
+    g_vars = generator.init(jax.random.PRNGKey(1), z, train=False)
+    x = generator.apply(g_vars, z, train=False)
+    assert x.shape == (4, *data_shape(c)) == (4, 8, 8, 3)
+    assert float(abs(x).max()) <= 1.0
+    scores = critic.apply(critic.init(jax.random.PRNGKey(2), x), x)
+    assert scores.shape == (4,)
+    np.testing.assert_array_equal(digits.digits_images(8)[0], digits.stacked_digits_source(8).grey)

@@ -189,10 +189,8 @@ def _validate_dataset(config: ml_collections.ConfigDict) -> None:
             f"unknown dataset {dataset!r}; use toy:NAME, digits, stacked_digits, tfds:NAME "
             "or folder:/path",
         )
-    if config.model.kind == "mlp":
-        _fail("model.kind", f"image dataset {dataset!r} needs a conv model ('dcgan' or 'resnet')")
-    if config.image_size not in (16, 32, 64):
-        _fail("image_size", f"must be 16, 32 or 64, got {config.image_size!r}")
+    if config.image_size not in (8, 16, 32, 64):
+        _fail("image_size", f"must be 8, 16, 32 or 64, got {config.image_size!r}")
     if config.num_channels not in (1, 3, 4):
         _fail("num_channels", f"must be 1, 3 or 4, got {config.num_channels!r}")
     if kind == "stacked_digits" and config.num_channels != 3:

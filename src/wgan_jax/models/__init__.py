@@ -15,9 +15,13 @@ def build_models(config: ml_collections.ConfigDict) -> tuple[nn.Module, nn.Modul
     m = config.model
     dtype = jnp.bfloat16 if config.compute_dtype == "bfloat16" else jnp.float32
     if m.kind == "mlp":
-        out_dim = int(jnp.prod(jnp.array(data_shape(config))))
+        shape = data_shape(config)
+        out_dim = int(jnp.prod(jnp.array(shape)))
+        image_shape = shape if len(shape) == 3 else ()
         return (
-            MLPGenerator(out_dim, m.width, m.depth, m.generator_norm, dtype=dtype),
+            MLPGenerator(
+                out_dim, m.width, m.depth, m.generator_norm, dtype=dtype, out_shape=image_shape
+            ),
             MLPCritic(m.width, m.depth, m.critic_norm, dtype=dtype),
         )
     if m.kind == "dcgan":

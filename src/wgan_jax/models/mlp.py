@@ -1,4 +1,8 @@
-"""MLP generator and critic for 2-D toy data (the WGAN-GP reference toy nets)."""
+"""MLP generator and critic: the WGAN-GP reference toy nets, also for small images.
+
+For images (`out_shape` set) the generator ends in tanh and reshapes to the image; the critic
+flattens its input. Fast on CPUs (matrix products only), e.g. for 8x8 stacked digits.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,11 @@ import jax.numpy as jnp
 
 
 class MLPGenerator(nn.Module):
-    """z -> `depth` ReLU Dense layers of `width` -> Dense(out_dim); optional BatchNorm."""
+    """z -> `depth` ReLU Dense layers of `width` -> Dense(out_dim); optional BatchNorm.
+
+    With `out_shape` (e.g. an image's (H, W, C)) the output is tanh'ed into [-1, 1] and
+    reshaped to [B, *out_shape]; without it, it is linear `[B, out_dim]` (toy data).
+    """
 
     out_dim: int = 2
     width: int = 512
@@ -16,6 +24,7 @@ class MLPGenerator(nn.Module):
     norm: str = "none"  # "batch" or "none"
     axis_name: str | None = "data"
     dtype: jnp.dtype = jnp.float32
+    out_shape: tuple[int, ...] = ()
 
     @nn.compact
     def __call__(self, z: jax.Array, train: bool = True) -> jax.Array:
@@ -34,7 +43,10 @@ class MLPGenerator(nn.Module):
             h = nn.relu(h)
             self.sow("intermediates", f"relu_{i}", h)
         out = nn.Dense(self.out_dim, dtype=self.dtype, name=f"Dense_{self.depth}")(h)
-        return out.astype(jnp.float32)
+        out = out.astype(jnp.float32)
+        if self.out_shape:
+            out = jnp.tanh(out).reshape(z.shape[0], *self.out_shape)
+        return out
 
 
 class MLPCritic(nn.Module):
