@@ -158,14 +158,22 @@ def _grid_rgb(images: np.ndarray, ncols: int | None = None) -> np.ndarray:
     return grid
 
 
-def save_image_grid(path: str, images: np.ndarray, ncols: int | None = None) -> None:
+def save_image_grid(
+    path: str, images: np.ndarray, ncols: int | None = None, min_tile: int = 32
+) -> None:
     """Saves [N, H, W, C] images in [-1, 1] as one PNG grid.
 
-    Grayscale is saved as mode L, RGB as RGB and RGBA keeps its alpha channel (viewers show it
-    over their own background). The file is written atomically.
+    Images smaller than `min_tile` px are enlarged by an integer factor (nearest neighbour, so
+    every pixel stays a visible square) so that 8 px digits are not specks. Grayscale is saved
+    as mode L, RGB as RGB and RGBA keeps its alpha channel (viewers show it over their own
+    background). The file is written atomically.
     """
     from PIL import Image
 
+    images = np.asarray(images)
+    factor = max(1, math.ceil(min_tile / images.shape[1])) if images.ndim >= 3 else 1
+    if factor > 1:
+        images = images.repeat(factor, axis=1).repeat(factor, axis=2)
     grid = make_grid(images, ncols)
     if grid.shape[-1] == 1:
         image = Image.fromarray(grid[..., 0], mode="L")
