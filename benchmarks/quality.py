@@ -96,15 +96,14 @@ def heldout_metrics(config, gan, state, seed: int) -> dict:
     """
     from wgan_jax.data.digits import digits_source
     from wgan_jax.data.images import to_float
-    from wgan_jax.evaluation import generate, make_evaluator
+    from wgan_jax.evaluation import evaluate_state, make_evaluator
     from wgan_jax.metrics.digits_classifier import train_test_split_indices
 
     images = to_float(digits_source(config.image_size, config.num_channels).images)
     train_idx, test_idx = train_test_split_indices(len(images))
     evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
-    use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
-    fake = generate(gan, state, len(train_idx), seed=seed + 12345, use_ema=use_ema)
-    out = {f"heldout/{k.split('/')[-1]}": v for k, v in evaluator(fake).items()}
+    fake = evaluate_state(config, gan, state, seed, evaluator=evaluator, num_samples=len(train_idx))
+    out = {f"heldout/{k.split('/')[-1]}": v for k, v in fake.items()}
     out.update({f"floor/{k.split('/')[-1]}": v for k, v in evaluator(images[train_idx]).items()})
     return out
 

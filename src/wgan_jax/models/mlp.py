@@ -46,6 +46,7 @@ class MLPGenerator(nn.Module):
         out = out.astype(jnp.float32)
         if self.out_shape:
             out = jnp.tanh(out).reshape(z.shape[0], *self.out_shape)
+            self.sow("intermediates", "tanh", out)
         return out
 
 
