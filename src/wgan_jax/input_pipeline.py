@@ -5,7 +5,7 @@ one generator iteration. What a global batch holds never depends on the number o
 devices:
 
 * images: the examples form one endless stream, epoch after epoch, each epoch a seeded
-  permutation of the dataset (grain's `shuffle`, a different permutation per epoch); global
+  permutation of the dataset (a different permutation per epoch, `ImageStream`); global
   batch `k` is stream elements `[k * B, (k + 1) * B)`;
 * toy data: global batch `k` is `toy.toy_batch(name, B, seed, k)`, a pure function.
 
@@ -19,6 +19,7 @@ checkpoint restores it exactly.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -154,9 +155,30 @@ def _sample_indices(length: int, n: int, seed: int) -> np.ndarray:
     return rng.permutation(length)[:n] if n <= length else rng.integers(0, length, n)
 
 
-def image_stream(source: Any, seed: int) -> grain.MapDataset:
-    """The endless global example stream: epoch e is permutation `seed + e` of the source."""
-    return grain.MapDataset.source(source).seed(seed % 2**32).shuffle().repeat()
+class ImageStream:
+    """The endless global example stream: element g is `source[perm_e[g % n]]`, e = g // n.
+
+    `perm_e` is numpy's permutation of the n indices seeded by (seed, e): one vectorised
+    permutation per epoch, cached, instead of a per-element shuffle lookup (grain's `shuffle`
+    spent ~70 us per element, a third of a small model's step). Thread-safe for grain's readers.
+    """
+
+    def __init__(self, source: Any, seed: int) -> None:
+        self.source, self.seed, self.n = source, seed % 2**32, len(source)
+        self._permutation = functools.lru_cache(maxsize=2)(self._epoch_permutation)
+
+    def _epoch_permutation(self, epoch: int) -> np.ndarray:
+        dtype = np.int32 if self.n < 2**31 else np.int64
+        return np.random.default_rng([self.seed, epoch]).permutation(self.n).astype(dtype)
+
+    def __getitem__(self, g: int) -> Any:
+        epoch, position = divmod(int(g), self.n)
+        return self.source[int(self._permutation(epoch)[position])]
+
+
+def image_stream(source: Any, seed: int) -> ImageStream:
+    """The endless global example stream of `source` (see `ImageStream`)."""
+    return ImageStream(source, seed)
 
 
 class LocalData(NamedTuple):
