@@ -82,7 +82,7 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     elif evaluator is not None and evaluator.kind not in ("toy", "swissroll"):
         # The floor: real examples from an independent draw against the same reference.
         real = reference_fn_for(config)(int(config.eval.num_samples), 10_000 + seed)
-        row.update({f"floor/{k.split('/')[-1]}": v for k, v in evaluator(real).items()})
+        row.update(_renamed("floor", evaluator(real)))
     print(json.dumps(row), flush=True)
     return row
 
@@ -103,9 +103,12 @@ def heldout_metrics(config, gan, state, seed: int) -> dict:
     train_idx, test_idx = train_test_split_indices(len(images))
     evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
     fake = evaluate_state(config, gan, state, seed, evaluator=evaluator, num_samples=len(train_idx))
-    out = {f"heldout/{k.split('/')[-1]}": v for k, v in fake.items()}
-    out.update({f"floor/{k.split('/')[-1]}": v for k, v in evaluator(images[train_idx]).items()})
-    return out
+    return {**_renamed("heldout", fake), **_renamed("floor", evaluator(images[train_idx]))}
+
+
+def _renamed(prefix: str, metrics: dict) -> dict:
+    """{"eval/fid": v} -> {"<prefix>/fid": v}."""
+    return {f"{prefix}/{k.split('/')[-1]}": v for k, v in metrics.items()}
 
 
 def _ms(values: list[float], scale: float = 1.0, digits: int = 2) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from wgan_jax.config import get_default_config
 from wgan_jax.data import toy
-from wgan_jax.input_pipeline import _GlobalIndex, create_input_pipeline, image_stream, local_data
+from wgan_jax.input_pipeline import ImageStream, _GlobalIndex, create_input_pipeline, local_data
 from wgan_jax.step import make_mesh
 
 
@@ -80,7 +80,7 @@ def test_process_rows_together_are_the_one_process_batch(dataset, processes):
 def test_process_splits_are_disjoint_and_cover_each_epoch():
     n, batch, processes = 1797, 64, 4
     per = batch // processes
-    stream = image_stream(range(n), seed=3)
+    stream = ImageStream(range(n), seed=3)
     epochs = []
     for p in range(processes):
         index = _GlobalIndex(batch, slice(p * per, (p + 1) * per))

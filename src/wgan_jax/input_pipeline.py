@@ -176,11 +176,6 @@ class ImageStream:
         return self.source[int(self._permutation(epoch)[position])]
 
 
-def image_stream(source: Any, seed: int) -> ImageStream:
-    """The endless global example stream of `source` (see `ImageStream`)."""
-    return ImageStream(source, seed)
-
-
 class LocalData(NamedTuple):
     """What one process reads: its rows of every iteration, and reference examples."""
 
@@ -212,7 +207,7 @@ def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
     source = images.make_image_source(config)
     if len(source) == 0:
         raise DataError(f"{config.dataset}: the dataset is empty")
-    stream = image_stream(source, seed)
+    stream = ImageStream(source, seed)
     per = rows.stop - rows.start
     dataset = (
         grain.MapDataset.range(_ENDLESS * n_critic * per)

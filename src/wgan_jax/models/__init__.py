@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import flax.linen as nn
 import jax.numpy as jnp
 import ml_collections
@@ -16,7 +18,7 @@ def build_models(config: ml_collections.ConfigDict) -> tuple[nn.Module, nn.Modul
     dtype = jnp.bfloat16 if config.compute_dtype == "bfloat16" else jnp.float32
     if m.kind == "mlp":
         shape = data_shape(config)
-        out_dim = int(jnp.prod(jnp.array(shape)))
+        out_dim = math.prod(shape)
         image_shape = shape if len(shape) == 3 else ()
         return (
             MLPGenerator(
