@@ -12,11 +12,15 @@ Each has an ``impl`` attribute choosing how the SAME function is computed:
   the backward pass and the gradient penalty's double backward are plain stride-1
   convolutions (the layout TPUs like). On XLA:CPU it speeds up the generator's backward
   but NOT the critic's penalty double backward (slower than "xla" there).
-* ``"matmul"``: the same space-to-depth rearrangement, with the 2x2 stride-1 convolution
-  written as four shifted slices concatenated on channels times one matrix. Every derivative,
-  including the penalty's double backward, is then slices, pads and matrix products, which
-  XLA:CPU runs several times faster than its convolution kernels (see benchmarks/README.md).
-  Costs an im2col buffer of 4x the (space-to-depth) input.
+* ``"matmul"``: matrix products and data movement only, no convolution kernels. ``DownConv``
+  concatenates eight slices of the padded input, viewed as ``[N, H/2+1, 2, W/2+1, 2C]`` (a
+  free reshape), into the ``[N, H/2, W/2, 16C]`` patch matrix in the kernel's own
+  ``(kh, kw, c)`` order, times the kernel reshaped to ``[16C, F]``. ``UpConv`` multiplies
+  every input pixel by all 16 taps at once (``[C, 16F]``), then each of the four output
+  phases sums four shifted taps (overlap-add): exactly the FLOPs of the layer, no cropped
+  border. Every derivative, including the penalty's double backward, is then slices, pads,
+  concatenations and matrix products, which XLA:CPU runs several times faster than its
+  convolution kernels (see benchmarks/README.md).
 * ``"auto"`` (default): "matmul" on CPU, "s2d" on other backends (not measured there).
 
 All impls own the same parameters, ``{"kernel": [4, 4, in, out], "bias": [out]}``, the
@@ -108,9 +112,52 @@ def resolve_impl(impl: str) -> str:
     return impl
 
 
-def _patches_2x2(z: jax.Array, ho: int, wo: int) -> jax.Array:
-    """The four shifted [N, ho, wo, C] windows of z, concatenated on channels, (row, col) order."""
-    return jnp.concatenate([z[:, i : i + ho, j : j + wo] for i in range(2) for j in range(2)], -1)
+def _down_patches(x: jax.Array, ho: int, wo: int) -> jax.Array:
+    """[N, 2ho+2, 2wo+2, C] padded input -> [N, ho, wo, 16C] 4x4 stride-2 windows, (kh, kw, c).
+
+    Kernel row ``kh = 2a + p`` of output row i reads block row ``i + a``, phase p; kernel
+    columns ``2b`` and ``2b + 1`` read the 2C contiguous values of block column ``j + b``.
+    """
+    n, c = x.shape[0], x.shape[-1]
+    xr = x.reshape(n, ho + 1, 2, wo + 1, 2 * c)
+    cols = [xr[:, a : a + ho, p, b : b + wo] for a in range(2) for p in range(2) for b in range(2)]
+    return jnp.concatenate(cols, -1)
+
+
+# Output phase r of `UpConv` (output pixel 2m + r) sums input pixel m + offset through kernel
+# tap k, for the two (offset, k) pairs of its phase (kernel in the flipped Flax orientation).
+_UP_TAPS = (((0, 2), (-1, 0)), ((1, 3), (0, 1)))
+
+
+def _shift(a: jax.Array, di: int, dj: int) -> jax.Array:
+    """``b[:, m, q] = a[:, m + di, q + dj]``, zero outside; di, dj in {-1, 0, 1}."""
+    h, w = a.shape[1:3]
+    a = jnp.pad(a, ((0, 0), (max(-di, 0), max(di, 0)), (max(-dj, 0), max(dj, 0)), (0, 0)))
+    return a[:, max(di, 0) : max(di, 0) + h, max(dj, 0) : max(dj, 0) + w]
+
+
+def _up_matmul(x: jax.Array, kernel: jax.Array, precision: Any) -> jax.Array:
+    """`up_conv` as one product to all 16 taps, then overlap-add of shifted taps per phase.
+
+    The taps are split off with `jnp.split` (its transpose is one concatenation), so the
+    backward pass never pads a whole 16-tap array per tap.
+    """
+    n, h, w, c = x.shape
+    f = kernel.shape[-1]
+    y = jnp.matmul(x, kernel.transpose(2, 0, 1, 3).reshape(c, 16 * f), precision=precision)
+    taps = jnp.split(y, 16, axis=-1)
+    rows = []
+    for row_taps in _UP_TAPS:
+        phases = []
+        for col_taps in _UP_TAPS:
+            terms = [
+                _shift(taps[4 * kh + kw], di, dj)
+                for di, kh in row_taps
+                for dj, kw in col_taps
+            ]
+            phases.append(sum(terms[1:], terms[0]))
+        rows.append(jnp.stack(phases, 3))
+    return jnp.stack(rows, 2).reshape(n, 2 * h, 2 * w, f)
 
 
 def _conv(
@@ -141,10 +188,10 @@ def down_conv(
     # (for odd H the last row is never read by a 4x4/2 window, so it is dropped).
     ho, wo = h // 2, w // 2
     x = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))[:, : 2 * ho + 2, : 2 * wo + 2]
-    z, k = space_to_depth(x), down_kernel_s2d(kernel)
     if impl == "s2d":
-        return _conv(z, k, 1, "VALID", 1, precision)
-    return jnp.matmul(_patches_2x2(z, ho, wo), k.reshape(-1, k.shape[-1]), precision=precision)
+        return _conv(space_to_depth(x), down_kernel_s2d(kernel), 1, "VALID", 1, precision)
+    k = kernel.reshape(-1, kernel.shape[-1])
+    return jnp.matmul(_down_patches(x, ho, wo), k, precision=precision)
 
 
 def up_conv(
@@ -154,15 +201,10 @@ def up_conv(
     impl = resolve_impl(impl)
     if impl == "xla":
         return _conv(x, kernel, 1, ((2, 2), (2, 2)), 2, precision)
-    h, w = x.shape[1:3]
-    x, k = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), up_kernel_s2d(kernel)
-    if impl == "s2d":
-        y = _conv(x, k, 1, "VALID", 1, precision)
-    else:
-        y = jnp.matmul(
-            _patches_2x2(x, h + 1, w + 1), k.reshape(-1, k.shape[-1]), precision=precision
-        )
-    return depth_to_space(y)[:, 1:-1, 1:-1]
+    if impl == "matmul":
+        return _up_matmul(x, kernel, precision)
+    x = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    return depth_to_space(_conv(x, up_kernel_s2d(kernel), 1, "VALID", 1, precision))[:, 1:-1, 1:-1]
 
 
 class _StridedConv(nn.Module):
