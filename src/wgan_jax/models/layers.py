@@ -20,7 +20,8 @@ Each has an ``impl`` attribute choosing how the SAME function is computed:
   phases sums four shifted taps (overlap-add): exactly the FLOPs of the layer, no cropped
   border. Every derivative, including the penalty's double backward, is then slices, pads,
   concatenations and matrix products, which XLA:CPU runs several times faster than its
-  convolution kernels (see benchmarks/README.md).
+  convolution kernels; a custom JVP (`_matmul`) keeps the weight gradients row-major
+  products (see benchmarks/README.md).
 * ``"auto"`` (default): "matmul" on CPU, "s2d" on other backends (not measured there).
 
 All impls own the same parameters, ``{"kernel": [4, 4, in, out], "bias": [out]}``, the
