@@ -24,16 +24,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from wgan_jax import penalties
 from wgan_jax.models.dcgan import DCGANCritic, DCGANGenerator
 
 BATCH, DIM, Z = 32, 32, 128
 CASES = ("critic GP double backward", "critic forward + backward", "generator forward + backward")
-
-
-def _penalty(scores: Callable, x: jax.Array) -> jax.Array:
-    grads = jax.grad(lambda x: jnp.sum(scores(x)))(x)
-    norms = jnp.sqrt(jnp.sum(grads**2, axis=(1, 2, 3)) + 1e-12)
-    return jnp.mean((norms - 1.0) ** 2)
 
 
 def jax_cases(impl: str) -> list[Callable[[], object]]:
@@ -50,7 +45,11 @@ def jax_cases(impl: str) -> list[Callable[[], object]]:
         out, _ = gen.apply({**gv, "params": params}, z, mutable=["batch_stats"])
         return jnp.mean(out)
 
-    gp = jax.jit(jax.grad(lambda p, x: _penalty(lambda x: critic.apply(p, x), x)))
+    def penalty(p, x):
+        norms = penalties.input_gradient_norms(lambda x: critic.apply(p, x), x)
+        return penalties.penalty_from_norms(norms)
+
+    gp = jax.jit(jax.grad(penalty))
     fb = jax.jit(jax.grad(lambda p, x: jnp.mean(critic.apply(p, x))))
     gfb = jax.jit(jax.grad(gen_loss))
     calls = [lambda: gp(cp, x), lambda: fb(cp, x), lambda: gfb(gv["params"])]
