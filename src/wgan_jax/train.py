@@ -363,6 +363,8 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                 if stopping or stopped_by_early_stopping:
                     break
         checkpointer.wait()
+        if not ckpt.all_finite(state):
+            _fail_nonfinite_final(step, checkpointer, writer)
         if stopping:
             log.info("checkpoint %d committed; stopped at step %d of %d (run again to resume)",
                      checkpointer.latest_step() or 0, step, total)
@@ -384,6 +386,19 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         except Exception as error:  # noqa: BLE001 - never mask the original error
             log.warning("closing the checkpointer failed: %s", error)
         raise
+
+
+def _fail_nonfinite_final(step: int, checkpointer, writer) -> None:
+    """The run ends with a non-finite state, which is never saved: say so, name the last good
+    checkpoint (an event and a `UserError`), so that the run does not end as if it succeeded."""
+    last = checkpointer.latest_step()
+    good = f"the last good checkpoint is {last}" if last is not None else "no checkpoint was saved"
+    message = f"the state at step {step} holds non-finite values and was not saved; {good}"
+    writer.write_event(_event(
+        step, "nonfinite_final", message,
+        "resume from the last good checkpoint with lower learning rates or a higher "
+        "penalty_weight, or check the data", last_good_checkpoint=last))
+    raise UserError(message)
 
 
 def _roll_back(config, mesh, checkpointer, writer, guard, it, step, trouble, make_gan):
