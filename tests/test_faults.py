@@ -286,7 +286,8 @@ def test_two_processes_sigterm_stop_at_one_step_then_restart_is_identical(tmp_pa
              *[f"--config.{k}={v}" for k, v in TINY.items()
                if k not in ("num_iterations", "log_every")]]
     flags = [f for f in flags if not f.startswith("--config.checkpoint_every")]
-    flags.append("--config.checkpoint_every=0")
+    # A constant learning rate: the stopped run's num_iterations must not change its updates.
+    flags += ["--config.checkpoint_every=0", "--config.lr_schedule=constant"]
 
     def launch(workdir, extra=()):
         port = _free_port()
@@ -347,6 +348,7 @@ def test_elastic_restore_8_4_1_devices_first_iterations_equal(tmp_path):
     (rtol 1e-5) only if both are exact. (The generator's loss follows a critic update, whose
     Adam step amplifies reduction-order noise to ~0.5% here: not compared.)"""
     flags = [f"--config={CONFIG}", "--config.log_every=1", "--config.n_critic=1",
+             "--config.lr_schedule=constant",
              *[f"--config.{k}={v}" for k, v in TINY.items()
                if k not in ("num_iterations", "log_every", "n_critic")]]
 
