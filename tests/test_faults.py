@@ -4,7 +4,7 @@ asynchronous save or at random points, corrupt array bytes, SIGTERM to every pro
 (a non-finite final state, a changed batch).
 
 Each fault is injected where it happens: in orbax's write path inside a subprocess
-(`FAULTY` below), by SIGKILL/SIGTERM from outside, or by flipping bytes on disk. The tiny toy
+(`test_resume.SCRIPT`), by SIGKILL/SIGTERM from outside, or by flipping bytes on disk. The tiny toy
 run and the persistent compilation cache come from `test_resume`.
 """
 
@@ -28,6 +28,7 @@ import pytest
 from conftest import REPO
 from test_multihost import CONFIG, _free_port
 from test_resume import (  # noqa: F401 - fixtures used by name
+    SCRIPT,
     TINY,
     _env,
     assert_bitwise_equal,
@@ -42,64 +43,10 @@ from wgan_jax import checkpoint as ckpt
 from wgan_jax import train
 from wgan_jax.errors import DataError, UserError
 
-# A run in a fresh interpreter: argv[1] = workdir, [2] = config overrides (JSON), [3] = faults
-# (JSON): {"kill_at": position} SIGKILLs before serving that data position,
-# {"kill_in_save": step} SIGKILLs while checkpoint `step` is being written (its data item
-# written, the checkpoint not committed), {"enospc_at": step} makes writing checkpoint `step`
-# fail with "No space left on device". Exits as `wgan_jax.main` does (UserError: one line, 2).
-FAULTY = r"""
-import errno, json, os, signal, sys
-from orbax.checkpoint._src.handlers import json_checkpoint_handler as handler
-from wgan_jax import cli, input_pipeline, train, writers
-from wgan_jax.config import get_default_config
-
-cli.setup_logging(True)
-workdir, overrides, faults = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
-config = get_default_config()
-for key, value in overrides.items():
-    node = config
-    *parents, leaf = key.split(".")
-    for p in parents:
-        node = node[p]
-    node[leaf] = value
-
-original_save = handler.JsonCheckpointHandler._save_fn
-
-async def save_fn(self, item, directory):
-    target = f"{os.sep}{faults.get('enospc_at', faults.get('kill_in_save'))}."
-    if target in str(directory) and "enospc_at" in faults:
-        raise OSError(errno.ENOSPC, "No space left on device")
-    result = await original_save(self, item, directory)
-    if target in str(directory) and "kill_in_save" in faults and "position" in item:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return result
-
-handler.JsonCheckpointHandler._save_fn = save_fn
-create = input_pipeline.create_input_pipeline
-
-class Killing:
-    def __init__(self, it):
-        self.it = it
-    def __getattr__(self, name):
-        return getattr(self.it, name)
-    def __iter__(self):
-        return self
-    def __next__(self):
-        if self.it.position == faults.get("kill_at"):
-            os.kill(os.getpid(), signal.SIGKILL)
-        return next(self.it)
-
-input_pipeline.create_input_pipeline = lambda c, mesh: Killing(create(c, mesh))
-train._Sampler.save = lambda *a, **k: ""
-writers.update_plots = lambda *a, **k: []
-sys.exit(cli.run_guarded(
-    lambda: print(json.dumps(train.train_and_evaluate(config, workdir)["step"]))))
-"""
-
 
 def faulty(workdir: str, faults: dict, devices: int = 1, **overrides):
     return subprocess.run(
-        [sys.executable, "-c", FAULTY, workdir, json.dumps({**TINY, **overrides}),
+        [sys.executable, "-c", SCRIPT, workdir, json.dumps({**TINY, **overrides}),
          json.dumps(faults)],
         capture_output=True, text=True, timeout=1200, env=_env(devices), cwd=REPO,
     )
