@@ -34,7 +34,7 @@ TINY = {
 # Run in a fresh interpreter: sys.argv[1] = workdir, [2] = overrides JSON, [3] = kill position.
 SCRIPT = r"""
 import json, os, signal, sys
-from wgan_jax import cli, input_pipeline, train, writers
+from wgan_jax import cli, input_pipeline, records, train
 from wgan_jax.config import get_default_config
 
 cli.setup_logging(True)
@@ -66,7 +66,7 @@ class Killing:
 
 input_pipeline.create_input_pipeline = lambda c, mesh: Killing(create(c, mesh))
 train._Sampler.save = lambda *a, **k: ""
-writers.update_plots = lambda *a, **k: []
+records.update_plots = lambda *a, **k: []
 print(json.dumps(train.train_and_evaluate(config(json.loads(sys.argv[2])), sys.argv[1])["step"]))
 """
 
@@ -129,7 +129,7 @@ def _script(workdir: str, overrides: dict, kill_at: int = -1, devices: int = 1):
 def no_pictures(monkeypatch):
     """Samples and plots are not under test here; skip them to keep the runs short."""
     monkeypatch.setattr(train._Sampler, "save", lambda *a, **k: "")
-    monkeypatch.setattr(train.writers, "update_plots", lambda *a, **k: [])
+    monkeypatch.setattr(train.records, "update_plots", lambda *a, **k: [])
 
 
 def final_state(workdir: str, config, step: int | None = None):

@@ -25,7 +25,7 @@ from typing import Any
 
 from wgan_jax import fs, health
 from wgan_jax.errors import UserError
-from wgan_jax.writers import EVENTS_FILE, METRICS_FILE, json_safe, read_jsonl
+from wgan_jax.records import EVENTS_FILE, METRICS_FILE, json_safe, read_jsonl
 
 INFO_RULES = ("info", "resume", "checkpoint", "best_checkpoint", "early_stopping", "finished")
 # Preferred metrics for picking the best checkpoint, best first.

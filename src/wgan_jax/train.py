@@ -1,4 +1,4 @@
-"""The trainer: the only loop. data -> step -> writers, health rules, checkpoints, evaluation.
+"""The trainer: the only loop. data -> step -> records, health rules, checkpoints, evaluation.
 
 `train_and_evaluate(config, workdir)` is importable and testable; `wgan_jax.main` is a thin
 face over it. Bring your own Flax modules with `generator=` and `critic=`.
@@ -21,7 +21,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import evaluation, fs, input_pipeline, writers
+from wgan_jax import evaluation, fs, input_pipeline, plots, records
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.errors import UserError
 from wgan_jax.health import HealthMonitor, format_event
@@ -167,11 +167,6 @@ class _Guard:
         return None
 
 
-def _event(step: int, rule: str, message: str, advice: str = "", **evidence: Any) -> dict:
-    return {"step": int(step), "rule": rule, "message": message, "advice": advice,
-            "evidence": evidence}
-
-
 def _write_config(config: ml_collections.ConfigDict, workdir: str) -> None:
     fs.write_atomic(fs.join(workdir, "config.json"),
                     config.to_json_best_effort(indent=2, sort_keys=True))
@@ -192,9 +187,9 @@ class _Sampler:
         samples = np.asarray(jax.device_get(self._gen(state, self.z)), np.float32)
         path = fs.join(workdir, "samples", f"step_{step:07d}.png")
         if self.toy:
-            writers.save_scatter(path, samples, self.reference, title=f"step {step}")
+            plots.save_scatter(path, samples, self.reference, title=f"step {step}")
         else:
-            writers.save_image_grid(path, np.clip(samples, -1, 1))
+            plots.save_image_grid(path, np.clip(samples, -1, 1))
             writer.write_images(step, "samples", np.clip(samples, -1, 1))
         return path
 
@@ -256,18 +251,18 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         log.info("resuming from checkpoint %d in %s", start, checkpointer.directory)
     if is_main:
         _write_config(config, workdir)
-    writer = writers.MetricWriter(
+    writer = records.MetricWriter(
         workdir, enabled=is_main, resume_step=start if restored is not None else None
     )
     for bad_step, reason in checkpointer.skipped:
-        writer.write_event(_event(
+        writer.write_event(records.event(
             start, "checkpoint",
             f"checkpoint {bad_step} is unreadable ({reason[:160]}); "
             + (f"resumed from {start}" if restored is not None else "started afresh"),
             "the unreadable checkpoint was moved aside as <step>.corrupt-<time>",
             skipped_step=bad_step))
     if restored is not None:
-        writer.write_event(_event(start, "resume", f"resumed from checkpoint {start}",
+        writer.write_event(records.event(start, "resume", f"resumed from checkpoint {start}",
                                   lr_scale=guard.lr_scale, rollbacks=guard.rollbacks))
     try:
         monitor = HealthMonitor(
@@ -308,6 +303,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                     t_log = time.monotonic()
                     row["steps_per_second"] = config.log_every / elapsed if elapsed > 0 else 0.0
                     writer.write_scalars(step, row)
+                    writer.write_histograms(step, records.layer_grad_norm_histograms(row))
                     last_metrics = row
                     for event in monitor.update({"step": step, **row}):
                         writer.write_event(event)
@@ -330,7 +326,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                 if config.sample_every and (step % config.sample_every == 0) and is_main:
                     sampler.save(state, step, workdir, writer)
                 if is_main and config.plot_every and step % config.plot_every == 0:
-                    writers.update_plots(workdir)
+                    records.update_plots(workdir)
                 # An evaluation's checkpoint competes for checkpoints/best.json.
                 eval_metrics: dict[str, float] | None = None
                 if evaluator is not None and not stopping and (
@@ -368,7 +364,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                      checkpointer.latest_step() or 0, step, total)
         elif is_main:
             path = sampler.save(state, step, workdir, writer)
-            writers.update_plots(workdir)
+            records.update_plots(workdir)
             log.info("samples: %s", path)
         writer.close()
         checkpointer.close()
@@ -392,7 +388,7 @@ def _roll_back(config, mesh, checkpointer, writer, guard, it, step, trouble, mak
     reason, evidence = trouble
     guard.rollbacks += 1
     if guard.rollbacks > config.max_rollbacks:
-        writer.write_event(_event(step, "rollback", f"gave up: {reason}", **evidence))
+        writer.write_event(records.event(step, "rollback", f"gave up: {reason}", **evidence))
         raise UserError(
             f"training diverged at step {step} ({reason}) after {config.max_rollbacks} "
             "rollbacks (config.max_rollbacks); lower critic_lr/generator_lr, raise "
@@ -413,7 +409,7 @@ def _roll_back(config, mesh, checkpointer, writer, guard, it, step, trouble, mak
         it.set_state(saved_data)
     message = (f"rolled back from step {step} to checkpoint {to_step}: {reason} "
                f"(rollback {guard.rollbacks} of at most {config.max_rollbacks})")
-    writer.write_event(_event(
+    writer.write_event(records.event(
         step, "rollback", message,
         f"both learning rates are now x{guard.lr_scale:g} of the configured ones",
         to_step=to_step, lr_scale=guard.lr_scale, rollbacks=guard.rollbacks, **evidence))
