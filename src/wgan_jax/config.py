@@ -46,6 +46,7 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.image_size = 32
     c.num_channels = 1
     c.skip_corrupt_images = False
+    c.data_split = "train"  # tfds:NAME only: the split read, in TFDS syntax ("test", "train[:80%]")
 
     c.loss = "wasserstein"
     c.penalty = "gp"
@@ -175,6 +176,11 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
 def _validate_dataset(config: ml_collections.ConfigDict) -> None:
     dataset = config.dataset
     kind, _, name = dataset.partition(":")
+    if not config.data_split.strip():
+        _fail("data_split", "must name a split, e.g. 'train' or 'test'")
+    if kind != "tfds" and config.data_split != "train":
+        _fail("data_split", f"only tfds:NAME datasets have splits; {dataset!r} has one set of "
+              f"examples (got {config.data_split!r}, leave it 'train')")
     if kind == "toy":
         if name not in TOY_DATASETS:
             _fail("dataset", f"unknown toy dataset {name!r}; known: {', '.join(TOY_DATASETS)}")

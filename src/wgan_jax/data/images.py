@@ -171,7 +171,9 @@ def make_image_source(config: ml_collections.ConfigDict) -> ImageSource:
     if kind == "tfds":
         from wgan_jax.data import tfds_source
 
-        return tfds_source.tfds_image_source(name, resolve_data_dir(config), size, channels)
+        return tfds_source.tfds_image_source(
+            name, resolve_data_dir(config), size, channels, config.data_split
+        )
     raise DataError(
         f"unknown dataset {config.dataset!r}; use toy:NAME, digits, stacked_digits, tfds:NAME "
         "or folder:/path"
