@@ -14,16 +14,21 @@ from wgan_jax.step import make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 
-def _run(dtype: str, iters: int = 10):
+def _setup(dtype: str, width: int, batch: int):
+    """(config, mesh, example shape, initial state, train step) of a toy MLP run."""
     c = get_default_config()
-    c.model.width = 64
-    c.global_batch_size = 64
+    c.model.width = width
+    c.global_batch_size = batch
     c.compute_dtype = dtype
     mesh = make_mesh()
     shape = data_shape(c)
     gan = build_gan(c)
     state = replicate(create_train_state(gan, shape, 0, False), mesh)
-    step = make_train_step(c, mesh, gan, shape)
+    return c, mesh, shape, state, make_train_step(c, mesh, gan, shape)
+
+
+def _run(dtype: str, iters: int = 10):
+    c, mesh, shape, state, step = _setup(dtype, 64, 64)
     rng = np.random.default_rng(0)
     history = []
     for _ in range(iters):
@@ -51,15 +56,7 @@ def test_bfloat16_is_finite_and_close_to_float32():
 
 def _matmul_dtypes(dtype: str) -> list[tuple[str, ...]]:
     """(operand dtypes..., result dtype) of every matmul/convolution in the traced train step."""
-    c = get_default_config()
-    c.model.width = 8
-    c.global_batch_size = 8
-    c.compute_dtype = dtype
-    mesh = make_mesh()
-    shape = data_shape(c)
-    gan = build_gan(c)
-    state = replicate(create_train_state(gan, shape, 0, False), mesh)
-    step = make_train_step(c, mesh, gan, shape)
+    c, mesh, shape, state, step = _setup(dtype, 8, 8)
     real = np.zeros((c.n_critic, c.global_batch_size, *shape), np.float32)
     traced = jax.make_jaxpr(step)(state, jax.device_put(real, NamedSharding(mesh, P(None, "data"))))
 
@@ -90,10 +87,7 @@ def test_bfloat16_moves_the_parameters_like_float32():
     # differs from float32's by about 3% of that displacement (measured). A tolerance of 10% of
     # the displacement is far below the displacement itself, unlike the 2e-2 relative to the
     # parameters above, which a run that did not move at all would also meet.
-    c = get_default_config()
-    c.model.width = 64
-    gan = build_gan(c)
-    s0 = create_train_state(gan, data_shape(c), 0, False)
+    s0 = _setup("float32", 64, 64)[3]
     s32, _ = _run("float32")
     s16, _ = _run("bfloat16")
 
