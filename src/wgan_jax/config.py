@@ -9,6 +9,7 @@ that names the key; deeper code trusts the config.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 
@@ -106,6 +107,38 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> None:
         for part in parents:
             node = node[part]
         node[leaf] = value
+
+
+def _leaf_keys(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in config.items():
+        if isinstance(value, ml_collections.ConfigDict):
+            keys += _leaf_keys(value, f"{prefix}{key}.")
+        else:
+            keys.append(f"{prefix}{key}")
+    return keys
+
+
+def unknown_key_message(key: str) -> str:
+    """`config.KEY: no such config key`, with the closest known keys when there are any."""
+    known = _leaf_keys(get_default_config())
+    close = difflib.get_close_matches(key, known, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return f"config.{key}: no such config key{hint}"
+
+
+def unknown_override(argv: list[str]) -> str | None:
+    """The first KEY of a `--config.KEY=value` argument that the schema does not have."""
+    known = set(_leaf_keys(get_default_config()))
+    for arg in argv[1:]:
+        if arg == "--":
+            break
+        name = arg.lstrip("-").split("=", 1)[0]
+        if arg.startswith("-") and name.startswith("config."):
+            key = name.removeprefix("config.")
+            if key not in known:
+                return key
+    return None
 
 
 def _fail(key: str, problem: str) -> None:

@@ -16,14 +16,13 @@ listed as notes and do not make a run unhealthy.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wgan_jax import fs, health
+from wgan_jax import cli, fs, health
 from wgan_jax.errors import UserError
 from wgan_jax.writers import EVENTS_FILE, METRICS_FILE, json_safe, read_jsonl
 
@@ -340,7 +339,7 @@ def run(workdir: str, as_json: bool) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m wgan_jax.diagnose",
         description="Plain-language health report of a wgan_jax run directory.",
     )
