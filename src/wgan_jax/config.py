@@ -15,13 +15,14 @@ import os
 
 import ml_collections
 
+from wgan_jax.data.toy import MIXTURES
 from wgan_jax.errors import ConfigError
 from wgan_jax.health import default_health_config
 
 LOSSES = ("wasserstein", "hinge", "logistic")
 PENALTIES = ("gp", "lp", "r1", "dragan", "clip", "none")
 MODEL_KINDS = ("mlp", "dcgan", "resnet")
-TOY_DATASETS = ("8gaussians", "25gaussians", "swissroll", "ring8", "grid25")
+TOY_DATASETS = (*MIXTURES, "swissroll")
 
 
 def default_data_dir() -> str:
@@ -29,6 +30,11 @@ def default_data_dir() -> str:
     return os.environ.get(
         "WGAN_JAX_DATA_DIR", os.path.join(os.path.expanduser("~"), ".cache", "wgan_jax", "data")
     )
+
+
+def resolve_data_dir(config: ml_collections.ConfigDict) -> str:
+    """`config.data_dir`, or the default (`$WGAN_JAX_DATA_DIR` or ~/.cache/wgan_jax/data)."""
+    return os.path.expanduser(config.data_dir) if config.data_dir else default_data_dir()
 
 
 def get_default_config() -> ml_collections.ConfigDict:

@@ -31,6 +31,7 @@ from typing import Any
 import ml_collections
 import numpy as np
 
+from wgan_jax.config import resolve_data_dir
 from wgan_jax.metrics import (
     compare_features,
     inception_score,
@@ -180,14 +181,6 @@ def _normalise(metric: str) -> str:
     return metric if not metric or metric.startswith("eval/") else "eval/" + metric
 
 
-def _data_dir(config: ml_collections.ConfigDict) -> str:
-    import os
-
-    from wgan_jax.config import default_data_dir
-
-    return os.path.expanduser(config.data_dir) if config.data_dir else default_data_dir()
-
-
 def _per_channel_features(classifier: Any) -> Callable[[np.ndarray], np.ndarray]:
     def features(images: np.ndarray) -> np.ndarray:
         n, h, w, c = images.shape
@@ -226,7 +219,7 @@ def make_evaluator(
     if kind == "stacked_digits" or kind == "digits" or (config.num_channels == 1 and not weights):
         from wgan_jax.metrics.digits_classifier import DigitClassifier
 
-        classifier = DigitClassifier.load_or_train(_data_dir(config))
+        classifier = DigitClassifier.load_or_train(resolve_data_dir(config))
         if kind == "stacked_digits":
             return Evaluator("stacked", reference_fn, num_reference=num, seed=seed,
                              feature_fn=_per_channel_features(classifier),
