@@ -169,8 +169,9 @@ def eval_plan(config: ml_collections.ConfigDict) -> EvalPlan:
         raise ConfigError(f"config.eval.metric: {config.eval.metric!r} is not computed here; "
                           f"choose one of {', '.join(names)}")
     better = "lower" if lower_is_better(metric) else "higher"
-    description = (f"evaluation of {dataset} ({config.num_channels if source != 'toy' else 2}"
-                   f"{' channels' if source != 'toy' else '-D'}) on "
+    shape = "2-D" if source == "toy" else (
+        f"{config.num_channels} channel{'s' if config.num_channels > 1 else ''}")
+    description = (f"evaluation of {dataset} ({shape}) on "
                    f"{_feature_words(config, kind, features)}: {', '.join(names)}; "
                    f"{metric} ranks evaluations ({better} is better)")
     return EvalPlan(kind, features, names, metric, description)
