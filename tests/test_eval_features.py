@@ -15,7 +15,7 @@ from conftest import REPO, run_module
 
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import diagnose, evaluation
-from wgan_jax.config import get_default_config, validate_config
+from wgan_jax.config import apply_overrides, get_default_config, validate_config
 from wgan_jax.errors import ConfigError
 from wgan_jax.metrics import ranking
 
@@ -26,12 +26,7 @@ def _config(dataset: str, channels: int = 1, **kw):
     c = get_default_config()
     c.dataset, c.num_channels, c.image_size = dataset, channels, 8
     c.model.kind = "dcgan"
-    for key, value in kw.items():
-        node = c
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
+    apply_overrides(c, kw)
     return c
 
 
