@@ -56,6 +56,14 @@ def test_plan_with_inception_weights(tmp_path):
                                         **{"eval.inception_weights": str(weights)}))
     assert plan.kind == "inception" and plan.metric == "eval/fid_inception"
     assert "eval/is" in plan.names and "Inception pool3 features" in plan.description
+    stacked = evaluation.eval_plan(_config(
+        "stacked_digits", 3, eval_every=10,
+        **{"eval.inception_weights": str(weights), "eval.features": "inception"}))
+    assert stacked.kind == "stacked" and stacked.metric == "eval/fid_inception"
+    assert {"eval/modes", "eval/kl", "eval/is"} <= set(stacked.names)
+    auto_on_digits = evaluation.eval_plan(_config(
+        "digits", 1, eval_every=10, **{"eval.inception_weights": str(weights)}))
+    assert auto_on_digits.features == "digits"
 
 
 @pytest.mark.parametrize("dataset, channels, extra, key", [
