@@ -93,6 +93,9 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.eval.num_samples = 2500
     c.eval.metric = ""  # the metric that picks the best checkpoint, "" = automatic
     c.eval.inception_weights = ""
+    # The feature space of the image metrics: "auto" (digit classifier for digits and
+    # stacked_digits, Inception when inception_weights is set), "digits", "inception", "none".
+    c.eval.features = "auto"
 
     c.early_stopping = ml_collections.ConfigDict()
     c.early_stopping.patience = 0  # evaluations without improvement; 0: off
@@ -209,6 +212,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     positive_int("model.width", config.model.width)
     positive_int("model.depth", config.model.depth)
     _validate_dataset(config)
+    _validate_eval(config)
 
 
 def _validate_dataset(config: ml_collections.ConfigDict) -> None:
@@ -234,6 +238,14 @@ def _validate_dataset(config: ml_collections.ConfigDict) -> None:
         _fail("num_channels", f"must be 1, 3 or 4, got {config.num_channels!r}")
     if kind == "stacked_digits" and config.num_channels != 3:
         _fail("num_channels", "stacked_digits has 3 channels (one digit each)")
+
+
+def _validate_eval(config: ml_collections.ConfigDict) -> None:
+    """`config.eval`: the evaluation's own plan (`wgan_jax.evaluation.eval_plan`) raises a
+    `ConfigError` when its features cannot be had or `eval_every > 0` has nothing to compute."""
+    from wgan_jax.evaluation import eval_plan
+
+    eval_plan(config)
 
 
 def data_shape(config: ml_collections.ConfigDict) -> tuple[int, ...]:
