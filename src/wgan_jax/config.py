@@ -9,18 +9,20 @@ that names the key; deeper code trusts the config.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 
 import ml_collections
 
+from wgan_jax.data.toy import MIXTURES
 from wgan_jax.errors import ConfigError
 from wgan_jax.health import default_health_config
 
 LOSSES = ("wasserstein", "hinge", "logistic")
 PENALTIES = ("gp", "lp", "r1", "dragan", "clip", "none")
 MODEL_KINDS = ("mlp", "dcgan", "resnet")
-TOY_DATASETS = ("8gaussians", "25gaussians", "swissroll", "ring8", "grid25")
+TOY_DATASETS = (*MIXTURES, "swissroll")
 
 
 def default_data_dir() -> str:
@@ -28,6 +30,11 @@ def default_data_dir() -> str:
     return os.environ.get(
         "WGAN_JAX_DATA_DIR", os.path.join(os.path.expanduser("~"), ".cache", "wgan_jax", "data")
     )
+
+
+def resolve_data_dir(config: ml_collections.ConfigDict) -> str:
+    """`config.data_dir`, or the default (`$WGAN_JAX_DATA_DIR` or ~/.cache/wgan_jax/data)."""
+    return os.path.expanduser(config.data_dir) if config.data_dir else default_data_dir()
 
 
 def get_default_config() -> ml_collections.ConfigDict:
@@ -87,6 +94,9 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.eval.num_samples = 2500
     c.eval.metric = ""  # the metric that picks the best checkpoint, "" = automatic
     c.eval.inception_weights = ""
+    # The feature space of the image metrics: "auto" (digit classifier for digits and
+    # stacked_digits, Inception when inception_weights is set), "digits", "inception", "none".
+    c.eval.features = "auto"
 
     c.early_stopping = ml_collections.ConfigDict()
     c.early_stopping.patience = 0  # evaluations without improvement; 0: off
@@ -107,6 +117,38 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> None:
         for part in parents:
             node = node[part]
         node[leaf] = value
+
+
+def _leaf_keys(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in config.items():
+        if isinstance(value, ml_collections.ConfigDict):
+            keys += _leaf_keys(value, f"{prefix}{key}.")
+        else:
+            keys.append(f"{prefix}{key}")
+    return keys
+
+
+def unknown_key_message(key: str) -> str:
+    """`config.KEY: no such config key`, with the closest known keys when there are any."""
+    known = _leaf_keys(get_default_config())
+    close = difflib.get_close_matches(key, known, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return f"config.{key}: no such config key{hint}"
+
+
+def unknown_override(argv: list[str]) -> str | None:
+    """The first KEY of a `--config.KEY=value` argument that the schema does not have."""
+    known = set(_leaf_keys(get_default_config()))
+    for arg in argv[1:]:
+        if arg == "--":
+            break
+        name = arg.lstrip("-").split("=", 1)[0]
+        if arg.startswith("-") and name.startswith("config."):
+            key = name.removeprefix("config.")
+            if key not in known:
+                return key
+    return None
 
 
 def _fail(key: str, problem: str) -> None:
@@ -171,6 +213,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     positive_int("model.width", config.model.width)
     positive_int("model.depth", config.model.depth)
     _validate_dataset(config)
+    _validate_eval(config)
 
 
 def _validate_dataset(config: ml_collections.ConfigDict) -> None:
@@ -201,6 +244,14 @@ def _validate_dataset(config: ml_collections.ConfigDict) -> None:
         _fail("num_channels", f"must be 1, 3 or 4, got {config.num_channels!r}")
     if kind == "stacked_digits" and config.num_channels != 3:
         _fail("num_channels", "stacked_digits has 3 channels (one digit each)")
+
+
+def _validate_eval(config: ml_collections.ConfigDict) -> None:
+    """`config.eval`: the evaluation's own plan (`wgan_jax.evaluation.eval_plan`) raises a
+    `ConfigError` when its features cannot be had or `eval_every > 0` has nothing to compute."""
+    from wgan_jax.evaluation import eval_plan
+
+    eval_plan(config)
 
 
 def data_shape(config: ml_collections.ConfigDict) -> tuple[int, ...]:

@@ -79,9 +79,7 @@ def main(argv: list[str]) -> int:
         cli.fail(f"workdir {_WORKDIR.value!r} does not exist")
     if _NUM.value is not None and _NUM.value < 2:
         cli.fail(f"--num must be >= 2, got {_NUM.value}")
-    which = _CHECKPOINT.value
-    if which not in ("latest", "best") and not which.isdigit():
-        cli.fail(f"--checkpoint must be latest, best or a step, got {which!r}")
+    which = cli.check_checkpoint_flag(_CHECKPOINT.value)
     cli.setup_logging(True)
 
     def body() -> int:

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from wgan_jax.metrics.direction import lower_is_better
+from wgan_jax.metrics.ranking import is_better, is_eval_score, lower_is_better
 from wgan_jax.records import event
 
 # Keys that are bookkeeping, not health signals.
@@ -142,16 +142,6 @@ class _Median:
 
     def __len__(self) -> int:
         return len(self.values)
-
-
-def is_eval_score(key: str) -> bool:
-    """An `eval/*` score (not a spread such as `eval/kid_std` or a count of samples)."""
-    return key.startswith("eval/") and not key.endswith(("_std", "/std", "num_samples"))
-
-
-def _better(key: str, a: float, b: float) -> bool:
-    """True if eval value `a` is better than `b` for metric `key`."""
-    return a < b if lower_is_better(key) else a > b
 
 
 class HealthMonitor:
@@ -427,7 +417,7 @@ class HealthMonitor:
             if not is_eval_score(key) or not math.isfinite(x):
                 continue
             best = self._eval_best.get(key)
-            if best is None or _better(key, x, best[0]):
+            if best is None or is_better(key, x, best[0]):
                 self._eval_best[key] = (x, step)
                 best = (x, step)
             scale = max(abs(best[0]), 1e-12)

@@ -74,6 +74,7 @@ def main(argv: list[str]) -> int:
         cli.fail("--workdir and --out are required")
     if _NUM.value < 1:
         cli.fail(f"--num must be >= 1, got {_NUM.value}")
+    cli.check_checkpoint_flag(_CHECKPOINT.value)
     cli.setup_logging(True)
 
     def body() -> int:
