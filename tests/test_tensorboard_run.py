@@ -17,7 +17,7 @@ from wgan_jax.train import train_and_evaluate
 
 def test_run_has_loss_scalars_sample_images_and_layer_gradient_histograms(tmp_path):
     c = get_default_config()
-    c.dataset, c.model.kind, c.image_size, c.num_channels = "digits", "dcgan", 16, 1
+    c.dataset, c.model.kind, c.image_size, c.num_channels = "digits", "dcgan", 8, 1
     c.model.width, c.model.z_dim = 8, 8
     c.global_batch_size, c.n_critic = 8, 1
     c.num_iterations, c.log_every, c.sample_every, c.plot_every = 4, 2, 2, 0
@@ -36,7 +36,7 @@ def test_run_has_loss_scalars_sample_images_and_layer_gradient_histograms(tmp_pa
         assert [e.step for e in acc.Scalars(name)] == [2, 4], name
     assert "samples" in tags["images"]
     assert {e.step for e in acc.Images("samples")} == {2, 4}
-    assert all(e.width > 16 and e.height > 16 for e in acc.Images("samples"))
+    assert all(e.width > 8 and e.height > 8 for e in acc.Images("samples"))
 
     rows = [r for r in records.read_jsonl(f"{workdir}/metrics.jsonl") if "critic_loss" in r]
     assert [r["step"] for r in rows] == [2, 4]
@@ -47,7 +47,7 @@ def test_run_has_loss_scalars_sample_images_and_layer_gradient_histograms(tmp_pa
         assert [h.step for h in histograms] == [2, 4]
         for row, h in zip(rows, histograms, strict=True):
             norms = np.array([v for k, v in row.items() if k.startswith(f"grad_norm/{net}/")])
-            assert norms.size >= 3  # one per layer
+            assert norms.size >= 2  # one per layer
             value = h.histogram_value
             assert value.num == norms.size
             np.testing.assert_allclose(value.sum, norms.sum(), rtol=1e-5)
