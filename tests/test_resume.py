@@ -213,14 +213,14 @@ def test_sigterm_saves_exits_zero_and_resumes(tmp_path):
     assert any(e["rule"] == "resume" and e["step"] == stopped for e in events(workdir))
 
     # The sample CLI reads the same manager: latest, or a step; best needs an evaluation.
-    from wgan_jax import sample
+    from wgan_jax import runs
 
     for which, expected in (("latest", stopped + 2), (str(stopped), stopped)):
-        _, gan, state, step = sample.load_generator_state(workdir, which)
+        _, gan, state, step = runs.load_run(workdir, which)
         assert step == expected
-    assert sample.generate_samples(gan, state, 7, seed=0).shape == (7, 2)
+    assert runs.generate_samples(gan, state, 7, seed=0).shape == (7, 2)
     with pytest.raises(UserError, match="no best checkpoint"):
-        sample.load_generator_state(workdir, "best")
+        runs.load_run(workdir, "best")
 
 
 def test_elastic_restore_between_1_and_8_devices(tmp_path):

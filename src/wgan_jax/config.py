@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import ml_collections
 
@@ -21,6 +22,8 @@ LOSSES = ("wasserstein", "hinge", "logistic")
 PENALTIES = ("gp", "lp", "r1", "dragan", "clip", "none")
 MODEL_KINDS = ("mlp", "dcgan", "resnet")
 TOY_DATASETS = ("8gaussians", "25gaussians", "swissroll", "ring8", "grid25")
+# model.generator / model.critic: "package.module:attribute" (the attribute may be dotted).
+FACTORY_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 def default_data_dir() -> str:
@@ -73,6 +76,10 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.model.critic_norm = "none"  # "none", "layer"; "batch" only without an input-gradient penalty
     c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
     c.model.conv_impl = "auto"  # stride-2 convs: "auto", "matmul", "s2d" or "xla" (same function)
+    # Your own networks: "my_pkg.nets:make_generator", a factory called with the run's config
+    # that returns a Flax NNX or Linen module or an (init, apply) pair; "" = the built-in kind.
+    c.model.generator = ""
+    c.model.critic = ""
 
     c.checkpoint_every = 500  # also at the end and on SIGTERM; 0: only then
     c.keep_checkpoints = 3
@@ -166,6 +173,10 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         )
     if config.model.critic_output == "sigmoid" and config.loss != "logistic":
         _fail("model.critic_output", "'sigmoid' needs loss='logistic'")
+    for key in ("generator", "critic"):
+        path = config.model[key]
+        if path and not FACTORY_PATH.fullmatch(path):
+            _fail(f"model.{key}", f"must name a factory as 'package.module:function', got {path!r}")
     positive_int("model.z_dim", config.model.z_dim)
     positive_int("model.width", config.model.width)
     positive_int("model.depth", config.model.depth)

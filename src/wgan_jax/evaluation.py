@@ -313,8 +313,7 @@ def evaluate_state(
 def generate(gan: Any, state: Any, num: int, seed: int, use_ema: bool) -> np.ndarray:
     """`num` float32 samples from latents drawn with `seed`, in batches of 1000.
 
-    The one implementation behind `wgan_jax.sample.generate_samples` too (it lives here because
-    `sample` defines absl flags, which would clash with the flags of the CLI importing this).
+    The one implementation behind `wgan_jax.runs.generate_samples` too.
     """
     import jax
 
