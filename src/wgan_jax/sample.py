@@ -62,9 +62,9 @@ def load_generator_state(workdir: str, which: str = "latest"):
 
 def generate_samples(gan, state, num: int, seed: int, use_ema: bool = False) -> np.ndarray:
     """`num` samples as float32 numpy, from latents drawn with `seed` (batching-independent)."""
-    from wgan_jax.evaluation import generate
+    from wgan_jax.evaluation import draw_samples
 
-    return generate(gan, state, num, seed=seed, use_ema=use_ema)
+    return draw_samples(gan, state, num, seed=seed, use_ema=use_ema)
 
 
 def main(argv: list[str]) -> int:

@@ -1,7 +1,8 @@
 """The trainer: the only loop. data -> step -> writers, health rules, checkpoints, evaluation.
 
 `train_and_evaluate(config, workdir)` is importable and testable; `wgan_jax.main` is a thin
-face over it. Bring your own Flax modules with `generator=` and `critic=`.
+face over it. Bring your own networks (NNX, Linen or `(init, apply)`) with `generator=`
+and `critic=`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import signal
 import time
 from typing import Any
 
-import flax.linen as nn
 import jax
 import ml_collections
 import numpy as np
@@ -27,8 +27,8 @@ from wgan_jax.errors import UserError
 from wgan_jax.health import HealthMonitor, format_event
 from wgan_jax.models import build_models
 from wgan_jax.progress import Progress
-from wgan_jax.state import GAN, TrainState, create_train_state, generate, make_optimizers
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.state import GAN, TrainState, apply_generator, create_train_state, make_optimizers
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 
 log = logging.getLogger("wgan_jax")
 
@@ -46,14 +46,16 @@ def topology_line(config: ml_collections.ConfigDict, mesh) -> str:
 
 def build_gan(
     config: ml_collections.ConfigDict,
-    generator: nn.Module | None = None,
-    critic: nn.Module | None = None,
+    generator: Any = None,
+    critic: Any = None,
     lr_scale: float = 1.0,
 ) -> GAN:
-    """The modules (the config's, or the caller's own) and their optimizers."""
+    """The networks (the config's, or the caller's own: anything `models.contract.as_model`
+    accepts) and their optimizers."""
     default_g, default_c = build_models(config)
     g_tx, d_tx = make_optimizers(config, lr_scale)
-    return GAN(generator or default_g, critic or default_c, g_tx, d_tx, config.model.z_dim)
+    return GAN(default_g if generator is None else generator,
+               default_c if critic is None else critic, g_tx, d_tx, config.model.z_dim)
 
 
 def replicate(tree: Any, mesh) -> Any:
@@ -186,7 +188,7 @@ class _Sampler:
         self.z = jax.random.normal(jax.random.PRNGKey(config.seed + 7), (n, gan.z_dim))
         self.reference = reference
         self.use_ema = config.ema_decay > 0
-        self._gen = jax.jit(lambda state, z: generate(gan, state, z, use_ema=self.use_ema))
+        self._gen = jax.jit(lambda state, z: apply_generator(gan, state, z, use_ema=self.use_ema))
 
     def save(self, state: TrainState, step: int, workdir: str, writer) -> str:
         samples = np.asarray(jax.device_get(self._gen(state, self.z)), np.float32)
@@ -203,8 +205,8 @@ def train_and_evaluate(
     config: ml_collections.ConfigDict,
     workdir: str,
     *,
-    generator: nn.Module | None = None,
-    critic: nn.Module | None = None,
+    generator: Any = None,
+    critic: Any = None,
 ) -> dict[str, Any]:
     """Trains (resuming from `workdir`'s newest checkpoint) and returns a summary dict.
 
@@ -274,7 +276,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
             dict(config.health), loss=config.loss, penalty=config.penalty,
             penalty_target=config.penalty_target, penalty_weight=config.penalty_weight,
         )
-        step_fn = make_train_step(config, mesh, gan, shape)
+        step_fn = make_train_step(StepConfig.from_config(config), mesh, gan)
         sampler = _Sampler(gan, config, it.reference_samples(1000, config.seed))
         evaluator = (
             evaluation.make_evaluator(config, it.reference_samples, seed=config.seed)
@@ -325,7 +327,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                             config, mesh, checkpointer, writer, guard, it, step, trouble,
                             lambda scale: build_gan(config, generator, critic, scale),
                         )
-                        step_fn = make_train_step(config, mesh, gan, shape)
+                        step_fn = make_train_step(StepConfig.from_config(config), mesh, gan)
                         continue
                 if config.sample_every and (step % config.sample_every == 0) and is_main:
                     sampler.save(state, step, workdir, writer)
