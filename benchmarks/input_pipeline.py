@@ -23,7 +23,7 @@ from PIL import Image
 from wgan_jax.config import data_shape, get_default_config
 from wgan_jax.input_pipeline import create_input_pipeline
 from wgan_jax.state import create_train_state
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 
@@ -64,7 +64,7 @@ def step_rate(config, steps: int) -> float:
     shape = data_shape(config)
     gan = build_gan(config)
     state = replicate(create_train_state(gan, shape, config.seed, False), mesh)
-    step = make_train_step(config, mesh, gan, shape)
+    step = make_train_step(StepConfig.from_config(config), mesh, gan)
     it = create_input_pipeline(config, make_mesh())
     batches = [next(it) for _ in range(steps + 1)]
     state, metrics = step(state, batches[0])

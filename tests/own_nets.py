@@ -98,7 +98,7 @@ def plain_generator(config):
                   "my_plain_out": _dense_init(k2, width, math.prod(shape))}
         return params, {}
 
-    def apply(params, state, z, *, train, rng):
+    def apply(params, state, z, *, train, rng=None):
         del train, rng
         h = jax.nn.relu(z @ params["my_plain_in"]["w"] + params["my_plain_in"]["b"])
         x = jnp.tanh(h @ params["my_plain_out"]["w"] + params["my_plain_out"]["b"])
@@ -117,7 +117,7 @@ def plain_critic(config):
         return {"my_plain_features": _dense_init(k1, n_in, width),
                 "my_plain_score": _dense_init(k2, width, 1)}, {}
 
-    def apply(params, state, x, *, train, rng):
+    def apply(params, state, x, *, train, rng=None):
         del train, rng
         h = x.reshape((x.shape[0], -1)) @ params["my_plain_features"]["w"]
         h = jax.nn.leaky_relu(h + params["my_plain_features"]["b"], 0.2)

@@ -9,7 +9,7 @@ from jax.sharding import PartitionSpec as P
 
 from wgan_jax.config import data_shape, get_default_config
 from wgan_jax.state import create_train_state
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 CORE = {"critic_loss", "generator_loss", "wasserstein_estimate", "gradient_penalty", "d_real",
@@ -26,7 +26,7 @@ def _metric_keys(level: str) -> set[str]:
     shape = data_shape(c)
     gan = build_gan(c)
     state = replicate(create_train_state(gan, shape, 0, False), mesh)
-    step = make_train_step(c, mesh, gan, shape)
+    step = make_train_step(StepConfig.from_config(c), mesh, gan)
     real = np.zeros((1, 16, 2), np.float32)
     _, metrics = step(state, jax.device_put(real, NamedSharding(mesh, P(None, "data"))))
     return set(metrics)

@@ -10,7 +10,7 @@ from jax.sharding import PartitionSpec as P
 
 from wgan_jax.config import data_shape, get_default_config
 from wgan_jax.state import create_train_state
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 
@@ -23,7 +23,7 @@ def _run(dtype: str, iters: int = 10):
     shape = data_shape(c)
     gan = build_gan(c)
     state = replicate(create_train_state(gan, shape, 0, False), mesh)
-    step = make_train_step(c, mesh, gan, shape)
+    step = make_train_step(StepConfig.from_config(c), mesh, gan)
     rng = np.random.default_rng(0)
     history = []
     for _ in range(iters):

@@ -37,7 +37,7 @@ WORKER = textwrap.dedent(
     from wgan_jax.config import data_shape
     from wgan_jax.input_pipeline import create_input_pipeline
     from wgan_jax.state import create_train_state
-    from wgan_jax.step import make_mesh, make_train_step
+    from wgan_jax.step import StepConfig, make_mesh, make_train_step
     from wgan_jax.train import build_gan, replicate
     sys.path.insert(0, sys.argv[5])
     import toy_25gaussians
@@ -48,7 +48,7 @@ WORKER = textwrap.dedent(
     it = create_input_pipeline(c, mesh)
     gan = build_gan(c)
     state = replicate(create_train_state(gan, data_shape(c), c.seed, False), mesh)
-    step = make_train_step(c, mesh, gan, data_shape(c))
+    step = make_train_step(StepConfig.from_config(c), mesh, gan)
     for _ in range(c.num_iterations):
         state, metrics = step(state, next(it))
     leaves = jax.tree_util.tree_leaves_with_path(state.g_params)

@@ -7,7 +7,6 @@ package on their PYTHONPATH would.
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import os
@@ -54,13 +53,16 @@ def _rows(workdir: str) -> list[dict]:
 
 
 def _checkpoint_tree(workdir: str, step: int) -> dict[tuple[str, ...], tuple[int, ...]]:
-    """{key path: shape} of the saved state, read from orbax's metadata file (not through our
+    """{key path: shape} of the saved state, from orbax's metadata alone (not through our
     own restore, which would rebuild the structure from the same factories)."""
-    path = os.path.join(workdir, "checkpoints", str(step), "state", "_METADATA")
-    with open(path) as f:
-        tree = json.load(f)["tree_metadata"]
-    return {ast.literal_eval(key): tuple(value["value_metadata"].get("write_shape") or ())
-            for key, value in tree.items()}
+    import jax
+    import orbax.checkpoint as ocp
+
+    path = os.path.join(workdir, "checkpoints", str(step), "state")
+    tree = dict(ocp.StandardCheckpointer().metadata(path).item_metadata)
+    leaves = jax.tree_util.tree_leaves_with_path(tree, is_leaf=lambda x: hasattr(x, "shape"))
+    return {tuple(str(getattr(k, "key", k)) for k in key): tuple(leaf.shape)
+            for key, leaf in leaves}
 
 
 def _params(tree: dict, collection: str) -> dict[tuple[str, ...], tuple[int, ...]]:
@@ -170,7 +172,7 @@ def test_factory_path_that_does_not_import_exits_2_and_writes_nothing(tmp_path):
     ("generator", "own_nets:no_such_factory", ["has no attribute", "no_such_factory"]),
     ("critic", "own_nets:NOT_CALLABLE", ["not a callable"]),
     ("critic", "own_nets:raises", ["raised ValueError", "z_dim=8"]),
-    ("generator", "own_nets:not_a_network", ["returned a dict", "NNX"]),
+    ("generator", "own_nets:not_a_network", ["(config): cannot use builtins.dict", "NNX"]),
     ("generator", "own_nets", ["package.module:function"]),
 ])
 def test_bad_factory_is_one_config_error_before_any_write(tmp_path, key, path, words):

@@ -217,11 +217,11 @@ def generate_samples(
 
     `use_ema` asks for the EMA generator; a run that kept none raises `UserError`.
     """
-    from wgan_jax.evaluation import generate
+    from wgan_jax.evaluation import draw_samples
 
     if use_ema and state.ema_params is None:
         raise UserError("this run kept no EMA generator weights (config.ema_decay was 0)")
-    return generate(gan, state, num, seed=seed, use_ema=use_ema)
+    return draw_samples(gan, state, num, seed=seed, use_ema=use_ema)
 
 
 def evaluate_run(workdir: str, checkpoint: str = "latest", num: int | None = None,

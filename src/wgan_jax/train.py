@@ -1,7 +1,8 @@
 """The trainer: the only loop. data -> step -> writers, health rules, checkpoints, evaluation.
 
 `train_and_evaluate(config, workdir)` is importable and testable; `wgan_jax.main` is a thin
-face over it. Bring your own Flax modules with `generator=` and `critic=`.
+face over it. Bring your own networks (NNX, Linen or `(init, apply)`) with `generator=`
+and `critic=`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from wgan_jax.errors import UserError
 from wgan_jax.health import HealthMonitor, format_event
 from wgan_jax.progress import Progress
 from wgan_jax.runs import abstract_train_state, build_gan, build_networks
-from wgan_jax.state import GAN, TrainState, create_train_state, generate
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.state import GAN, TrainState, apply_generator, create_train_state
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 
 log = logging.getLogger("wgan_jax")
 
@@ -156,7 +157,7 @@ class _Sampler:
         self.z = jax.random.normal(jax.random.PRNGKey(config.seed + 7), (n, gan.z_dim))
         self.reference = reference
         self.use_ema = config.ema_decay > 0
-        self._gen = jax.jit(lambda state, z: generate(gan, state, z, use_ema=self.use_ema))
+        self._gen = jax.jit(lambda state, z: apply_generator(gan, state, z, use_ema=self.use_ema))
 
     def save(self, state: TrainState, step: int, workdir: str, writer) -> str:
         samples = np.asarray(jax.device_get(self._gen(state, self.z)), np.float32)
@@ -303,7 +304,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
             dict(config.health), loss=config.loss, penalty=config.penalty,
             penalty_target=config.penalty_target, penalty_weight=config.penalty_weight,
         )
-        step_fn = make_train_step(config, mesh, gan, shape)
+        step_fn = make_train_step(StepConfig.from_config(config), mesh, gan)
         sampler = _Sampler(gan, config, it.reference_samples(1000, config.seed))
         evaluator = (
             evaluation.make_evaluator(config, it.reference_samples, seed=config.seed)
@@ -349,7 +350,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                             config, mesh, checkpointer, writer, guard, it, step, trouble,
                             lambda scale: build_gan(config, generator, critic, scale),
                         )
-                        step_fn = make_train_step(config, mesh, gan, shape)
+                        step_fn = make_train_step(StepConfig.from_config(config), mesh, gan)
                         continue
                 if due.sample:
                     sampler.save(state, step, workdir, writer)

@@ -16,10 +16,10 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 import ml_collections
-from flax import nnx
 
 from wgan_jax.config import data_shape
 from wgan_jax.errors import ConfigError
+from wgan_jax.models.contract import as_model
 from wgan_jax.models.mlp import MLPCritic, MLPGenerator
 
 
@@ -60,19 +60,10 @@ def call_factory(config: ml_collections.ConfigDict, which: str) -> Any | None:
         network = factory(ml_collections.FrozenConfigDict(config))
     except Exception as error:  # noqa: BLE001 - the user's code failed: say where, in one line
         raise ConfigError(f"{key}: {path}(config) raised {_one_line(error)}") from None
-    if not is_network(network):
-        raise ConfigError(
-            f"{key}: {path}(config) returned a {type(network).__name__}; expected a Flax NNX "
-            "module, a Flax Linen module or an (init, apply) pair of functions"
-        )
-    return network
-
-
-def is_network(obj: Any) -> bool:
-    """Whether `obj` is a network the trainer accepts (NNX or Linen module, (init, apply))."""
-    if isinstance(obj, (nn.Module, nnx.Module)):
-        return True
-    return isinstance(obj, tuple) and len(obj) == 2 and all(callable(f) for f in obj)
+    try:
+        return as_model(network)
+    except TypeError as error:
+        raise ConfigError(f"{key}: {path}(config): {' '.join(str(error).split())}") from None
 
 
 def _one_line(error: BaseException) -> str:
