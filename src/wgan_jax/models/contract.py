@@ -31,8 +31,9 @@ leaves those two statistics out.
   RNG streams and `nnx.Intermediate`s is `state`. `apply` merges them into the module inside
   the traced function, sets `model.train()` / `model.eval()` (Dropout's `deterministic`,
   BatchNorm's `use_running_average`), and re-seeds every RNG stream of the module from `rng`
-  (so the module's own `nnx.Rngs` keys are never reused across calls or devices). Activations
-  it sows with `self.sow(nnx.Intermediate, "relu_0", h)` are what `capture` returns.
+  (so the module's own `nnx.Rngs` keys are never reused across calls or devices). The call
+  runs under `nnx.capture(model, nnx.Intermediate)`: activations it sows with
+  `self.sow(nnx.Intermediate, "relu_0", h)` are what `capture` returns.
 * a Flax Linen module called as `module(x, train=...)`: `params` is the "params" collection,
   `state` the other collections except "intermediates"; `rng` becomes
   `rngs={"dropout": ...}` (the streams named by `rng_streams`, each its own key); sown
@@ -155,10 +156,9 @@ def _from_nnx(module: Any) -> Model:
             model.train()
         else:
             model.eval()
-        out = model(x)
-        acts = nnx.to_pure_dict(nnx.pop(model, nnx.Intermediate)) if capture else {}
+        out, acts = nnx.capture(model, nnx.Intermediate)(x)
         new_state = nnx.to_pure_dict(nnx.state(model, other)) if train else state
-        return out, new_state, _flat_names(acts)
+        return out, new_state, _flat_names(nnx.to_pure_dict(acts)) if capture else {}
 
     def apply(params, state, x, *, train: bool, rng: jax.Array | None = None):
         out, new_state, _ = run(params, state, x, train, rng, capture=False)
