@@ -169,12 +169,12 @@ def dragan_penalty(
 
 def gp(
     critic_fn: CriticFn, real: jax.Array, fake: jax.Array, draws: Draws, *,
-    target: float = 1.0, axis_name: str | None = None,
+    target: float = 1.0, axis_name: str | None = None, one_sided: bool = False,
 ) -> tuple[jax.Array, jax.Array]:
     """WGAN-GP: (||grad D(x_hat)|| - target)^2 at x_hat between real and fake (`PenaltyFn`)."""
     del axis_name
     norms = input_gradient_norms(critic_fn, interpolate_with(real, fake, draws.alpha))
-    return penalty_from_norms(norms, target=target), norms
+    return penalty_from_norms(norms, target=target, one_sided=one_sided), norms
 
 
 def lp(
@@ -182,9 +182,7 @@ def lp(
     target: float = 1.0, axis_name: str | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """WGAN-LP: the one-sided max(0, ||grad D(x_hat)|| - target)^2 (`PenaltyFn`)."""
-    del axis_name
-    norms = input_gradient_norms(critic_fn, interpolate_with(real, fake, draws.alpha))
-    return penalty_from_norms(norms, target=target, one_sided=True), norms
+    return gp(critic_fn, real, fake, draws, target=target, axis_name=axis_name, one_sided=True)
 
 
 def r1(

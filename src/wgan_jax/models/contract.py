@@ -12,8 +12,8 @@ A `Model` is::
   `apply(train=False)` returns it unchanged. It never holds activations or random keys.
 * `train`: training (batch statistics, dropout on) or inference mode (running statistics,
   dropout off).
-* `rng`: a raw PRNG key (`jax.random.PRNGKey`) for this call's random numbers (dropout,
-  noise injection); the train step passes a different key per device, critic step and pass.
+* `rng`: a PRNG key for this call's random numbers (dropout, noise injection); the train step
+  passes raw `jax.random.PRNGKey` data, a different key per device, critic step and pass.
   `None` (inference) means the network must not need random numbers.
 * `out`: the generator's samples `[B, ...]` or the critic's scores `[B]`.
 
@@ -31,8 +31,9 @@ leaves those two statistics out.
   RNG streams and `nnx.Intermediate`s is `state`. `apply` merges them into the module inside
   the traced function, sets `model.train()` / `model.eval()` (Dropout's `deterministic`,
   BatchNorm's `use_running_average`), and re-seeds every RNG stream of the module from `rng`
-  (so the module's own `nnx.Rngs` keys are never reused across calls or devices). Activations
-  it sows with `self.sow(nnx.Intermediate, "relu_0", h)` are what `capture` returns.
+  (so the module's own `nnx.Rngs` keys are never reused across calls or devices). The call
+  runs under `nnx.capture(model, nnx.Intermediate)`: activations it sows with
+  `self.sow(nnx.Intermediate, "relu_0", h)` are what `capture` returns.
 * a Flax Linen module called as `module(x, train=...)`: `params` is the "params" collection,
   `state` the other collections except "intermediates"; `rng` becomes
   `rngs={"dropout": ...}` (the streams named by `rng_streams`, each its own key); sown
@@ -102,6 +103,19 @@ def _describe(obj: Any) -> str:
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
+def _model(init: InitFn, run: Callable[..., Any], kind: str) -> Model:
+    """A `Model` whose `apply` and `capture` are `run(params, state, x, train, rng, capture)`."""
+
+    def apply(params, state, x, *, train: bool, rng: jax.Array | None = None):
+        out, new_state, _ = run(params, state, x, train, rng, capture=False)
+        return out, new_state
+
+    def capture(params, state, x, *, train: bool, rng: jax.Array | None = None):
+        return run(params, state, x, train, rng, capture=True)
+
+    return Model(init=init, apply=apply, capture=capture, kind=kind)
+
+
 def _from_linen(module: Any, rng_streams: tuple[str, ...]) -> Model:
     def init(rng: jax.Array, example: jax.Array) -> tuple[PyTree, PyTree]:
         variables = dict(module.init(rng, example, train=False))
@@ -125,14 +139,7 @@ def _from_linen(module: Any, rng_streams: tuple[str, ...]) -> Model:
         acts = _flat_names(updated.pop("intermediates", {}))
         return out, {**state, **updated}, acts
 
-    def apply(params, state, x, *, train: bool, rng: jax.Array | None = None):
-        out, new_state, _ = run(params, state, x, train, rng, capture=False)
-        return out, new_state
-
-    def capture(params, state, x, *, train: bool, rng: jax.Array | None = None):
-        return run(params, state, x, train, rng, capture=True)
-
-    return Model(init=init, apply=apply, capture=capture, kind="linen")
+    return _model(init, run, "linen")
 
 
 def _from_nnx(module: Any) -> Model:
@@ -155,19 +162,11 @@ def _from_nnx(module: Any) -> Model:
             model.train()
         else:
             model.eval()
-        out = model(x)
-        acts = nnx.to_pure_dict(nnx.pop(model, nnx.Intermediate)) if capture else {}
+        out, acts = nnx.capture(model, nnx.Intermediate)(x)
         new_state = nnx.to_pure_dict(nnx.state(model, other)) if train else state
-        return out, new_state, _flat_names(acts)
+        return out, new_state, _flat_names(nnx.to_pure_dict(acts)) if capture else {}
 
-    def apply(params, state, x, *, train: bool, rng: jax.Array | None = None):
-        out, new_state, _ = run(params, state, x, train, rng, capture=False)
-        return out, new_state
-
-    def capture(params, state, x, *, train: bool, rng: jax.Array | None = None):
-        return run(params, state, x, train, rng, capture=True)
-
-    return Model(init=init, apply=apply, capture=capture, kind="nnx")
+    return _model(init, run, "nnx")
 
 
 def _filled(template: Any, values: PyTree) -> Any:
@@ -185,7 +184,8 @@ def _reseeded(rng_template: Any, rng: jax.Array | None) -> Any:
 
     if rng is None:
         return rng_template
-    base = jax.random.wrap_key_data(rng)
+    typed = jax.numpy.issubdtype(rng.dtype, jax.dtypes.prng_key)
+    base = rng if typed else jax.random.wrap_key_data(rng)
     flat = nnx.to_flat_state(rng_template)
     values: dict[tuple, Any] = {}
     for i, (path, var) in enumerate(flat):
