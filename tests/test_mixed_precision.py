@@ -8,14 +8,14 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 
 def _run(dtype: str, iters: int = 10):
-    c = get_default_config()
+    c = get_config_schema()
     c.model.width = 64
     c.global_batch_size = 64
     c.compute_dtype = dtype

@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, run_module
 
 from wgan_jax import runs
-from wgan_jax.config import apply_overrides, get_default_config
+from wgan_jax.config import apply_overrides, get_config_schema
 from wgan_jax.errors import ConfigError
 from wgan_jax.train import train_and_evaluate
 
@@ -70,7 +70,7 @@ def _params(tree: dict, collection: str) -> dict[tuple[str, ...], tuple[int, ...
 
 
 def _config(**overrides):
-    c = get_default_config()
+    c = get_config_schema()
     apply_overrides(c, {**TINY, **overrides})
     return c
 

@@ -21,7 +21,7 @@ from jax.experimental.compilation_cache import compilation_cache as cc
 
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import input_pipeline, train
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.errors import UserError
 from wgan_jax.step import make_mesh
 
@@ -35,12 +35,12 @@ TINY = {
 SCRIPT = r"""
 import json, os, signal, sys
 from wgan_jax import cli, input_pipeline, train, writers
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 cli.setup_logging(True)
 
 def config(overrides):
-    c = get_default_config()
+    c = get_config_schema()
     for key, value in overrides.items():
         node = c
         *parents, leaf = key.split(".")
@@ -72,7 +72,7 @@ print(json.dumps(train.train_and_evaluate(config(json.loads(sys.argv[2])), sys.a
 
 
 def make_config(**overrides):
-    c = get_default_config()
+    c = get_config_schema()
     for key, value in {**TINY, **overrides}.items():
         node = c
         *parents, leaf = key.split(".")

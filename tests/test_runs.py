@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from wgan_jax import runs
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.errors import UserError
 from wgan_jax.train import due_actions
 
@@ -26,14 +26,14 @@ def test_config_json_over_defaults_warns_naming_unknown_keys(tmp_path, caplog):
         config = runs.load_config_json(_write(tmp_path, saved))
     assert config.n_critic == 3 and config.model.width == 16 and config.eval.metric == "w1"
     assert config.model.generator == "pkg.nets:make"
-    assert config.global_batch_size == get_default_config().global_batch_size
+    assert config.global_batch_size == get_config_schema().global_batch_size
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "model.no_such_width" in warning and "old_top_key" in warning
     assert "n_critic" not in warning and "model.width" not in warning
 
 
 def test_config_json_that_fits_gives_no_warning(tmp_path, caplog):
-    saved = json.loads(get_default_config().to_json_best_effort())
+    saved = json.loads(get_config_schema().to_json_best_effort())
     with caplog.at_level(logging.WARNING, logger="wgan_jax"):
         runs.load_config_json(_write(tmp_path, saved))
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -69,7 +69,7 @@ def test_parse_checkpoint_refuses_other_names():
 
 
 def _due(step, stopping=False, evaluating=True, is_main=True, **overrides):
-    c = get_default_config()
+    c = get_config_schema()
     c.num_iterations, c.log_every, c.sample_every, c.plot_every = 10, 4, 5, 0
     c.eval_every, c.checkpoint_every = 3, 6
     for key, value in overrides.items():

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.metrics import toy_mixture, toy_mode_metrics
 from wgan_jax.runs import generate_samples, load_run
 from wgan_jax.train import train_and_evaluate
 
 
 def test_short_toy_25gaussians_run_covers_most_modes(tmp_path):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "toy:25gaussians"
     c.model.width = 128
     c.num_iterations = 500

@@ -1,6 +1,6 @@
 """The config schema (every valid key with its default) and its validation.
 
-Configs are data: `get_default_config()` returns a *locked* `ml_collections.ConfigDict`, so a
+Configs are data: `get_config_schema()` returns a *locked* `ml_collections.ConfigDict`, so a
 config file or a `--config.key=value` override that names a key that does not exist fails at
 once, and a value of the wrong type is refused by `ml_collections` itself. `validate_config`
 then checks the values once, at the face of the program, and raises a one-line `ConfigError`
@@ -33,8 +33,12 @@ def default_data_dir() -> str:
     )
 
 
-def get_default_config() -> ml_collections.ConfigDict:
-    """Every config key with its default value: WGAN-GP on the 25-Gaussians toy data."""
+def get_config_schema() -> ml_collections.ConfigDict:
+    """The schema: every config key with its default value (WGAN-GP on 25-Gaussians toy data).
+
+    Config files start from it; the run `python -m wgan_jax.main` trains without `--config` is
+    `wgan_jax.default_config.get_config()`.
+    """
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.num_iterations = 2000  # generator iterations

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import ml_collections
 
 from wgan_jax import fs
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def load_config_json(workdir: str) -> ml_collections.ConfigDict:
     if saved is None:
         path = fs.join(workdir, CONFIG_FILE)
         raise UserError(f"{path} not found: is {workdir!r} a wgan_jax workdir?")
-    config = get_default_config()
+    config = get_config_schema()
     unknown = _update(config, saved, "", fs.join(workdir, CONFIG_FILE))
     if unknown:
         log.warning("%s: ignoring keys this version does not know: %s",
