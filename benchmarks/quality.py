@@ -58,7 +58,7 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     import shutil
 
     from wgan_jax.evaluation import evaluate_state, make_evaluator, reference_fn_for
-    from wgan_jax.sample import load_generator_state
+    from wgan_jax.runs import load_run
     from wgan_jax.train import train_and_evaluate
 
     config = load_config(name)
@@ -72,7 +72,7 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     t0 = time.monotonic()
     train_and_evaluate(config, workdir)
     wall = time.monotonic() - t0
-    config, gan, state, step = load_generator_state(workdir, "latest")
+    config, gan, state, step = load_run(workdir, "latest")
     if args.num_samples:
         config.eval.num_samples = args.num_samples
     evaluator = make_evaluator(config, reference_fn_for(config), seed=0)

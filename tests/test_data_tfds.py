@@ -11,7 +11,7 @@ import pytest
 import tensorflow_datasets as tfds
 from PIL import Image
 
-from wgan_jax.config import get_default_config, validate_config
+from wgan_jax.config import get_config_schema, validate_config
 from wgan_jax.data.tfds_source import tfds_image_source
 from wgan_jax.errors import ConfigError, DataError
 from wgan_jax.input_pipeline import create_input_pipeline
@@ -19,7 +19,7 @@ from wgan_jax.step import make_mesh
 
 
 def _config(name: str, size: int, channels: int, data_dir) -> object:
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = f"tfds:{name}"
     c.data_dir = str(data_dir)
     c.model.kind, c.image_size, c.num_channels = "dcgan", size, channels

@@ -15,7 +15,7 @@ from conftest import REPO, run_module
 
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import diagnose, evaluation
-from wgan_jax.config import apply_overrides, get_default_config, validate_config
+from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.errors import ConfigError
 from wgan_jax.metrics import ranking
 
@@ -23,7 +23,7 @@ FEATURE_NAMES = ("fid", "kid", "precision", "recall", "density", "coverage")
 
 
 def _config(dataset: str, channels: int = 1, **kw):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset, c.num_channels, c.image_size = dataset, channels, 8
     c.model.kind = "dcgan"
     apply_overrides(c, kw)

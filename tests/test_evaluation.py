@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from wgan_jax import evaluation
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.data import toy
 from wgan_jax.evaluation import EarlyStopping, make_early_stopping, make_evaluator
 
 
 def _config(dataset: str, **kw):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = dataset
     c.eval.num_samples = 1000
     for key, value in kw.items():

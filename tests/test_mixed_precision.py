@@ -8,15 +8,15 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.state import create_train_state
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 
 def _setup(dtype: str, width: int, batch: int):
     """(config, mesh, example shape, initial state, train step) of a toy MLP run."""
-    c = get_default_config()
+    c = get_config_schema()
     c.model.width = width
     c.global_batch_size = batch
     c.compute_dtype = dtype
@@ -24,7 +24,7 @@ def _setup(dtype: str, width: int, batch: int):
     shape = data_shape(c)
     gan = build_gan(c)
     state = replicate(create_train_state(gan, shape, 0, False), mesh)
-    return c, mesh, shape, state, make_train_step(c, mesh, gan, shape)
+    return c, mesh, shape, state, make_train_step(StepConfig.from_config(c), mesh, gan)
 
 
 def _run(dtype: str, iters: int = 10):

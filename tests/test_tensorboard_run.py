@@ -11,12 +11,12 @@ import numpy as np
 from tensorboard.backend.event_processing import event_accumulator  # the [test] extra
 
 from wgan_jax import records
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.train import train_and_evaluate
 
 
 def test_run_has_loss_scalars_sample_images_and_layer_gradient_histograms(tmp_path):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset, c.model.kind, c.image_size, c.num_channels = "digits", "dcgan", 8, 1
     c.model.width, c.model.z_dim = 8, 8
     c.global_batch_size, c.n_critic = 8, 1

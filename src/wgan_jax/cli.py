@@ -28,13 +28,6 @@ class ArgumentParser(argparse.ArgumentParser):
         fail(message)
 
 
-def check_checkpoint_flag(which: str) -> str:
-    """`--checkpoint` must be latest, best or a step number; fails in one line otherwise."""
-    if which not in ("latest", "best") and not which.isdigit():
-        fail(f"--checkpoint must be latest, best or a step, got {which!r}")
-    return which
-
-
 def first_line(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
     return " ".join(text.splitlines()[0].split())

@@ -1,6 +1,6 @@
 """The config schema (every valid key with its default) and its validation.
 
-Configs are data: `get_default_config()` returns a *locked* `ml_collections.ConfigDict`, so a
+Configs are data: `get_config_schema()` returns a *locked* `ml_collections.ConfigDict`, so a
 config file or a `--config.key=value` override that names a key that does not exist fails at
 once, and a value of the wrong type is refused by `ml_collections` itself. `validate_config`
 then checks the values once, at the face of the program, and raises a one-line `ConfigError`
@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 
 import ml_collections
 
@@ -23,6 +24,8 @@ LOSSES = ("wasserstein", "hinge", "logistic")
 PENALTIES = ("gp", "lp", "r1", "dragan", "clip", "none")
 MODEL_KINDS = ("mlp", "dcgan", "resnet")
 TOY_DATASETS = (*MIXTURES, "swissroll")
+# model.generator / model.critic: "package.module:attribute" (the attribute may be dotted).
+FACTORY_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 def default_data_dir() -> str:
@@ -37,8 +40,12 @@ def resolve_data_dir(config: ml_collections.ConfigDict) -> str:
     return os.path.expanduser(config.data_dir) if config.data_dir else default_data_dir()
 
 
-def get_default_config() -> ml_collections.ConfigDict:
-    """Every config key with its default value: WGAN-GP on the 25-Gaussians toy data."""
+def get_config_schema() -> ml_collections.ConfigDict:
+    """The schema: every config key with its default value (WGAN-GP on 25-Gaussians toy data).
+
+    Config files start from it; the run `python -m wgan_jax.main` trains without `--config` is
+    `wgan_jax.default_config.get_config()`.
+    """
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.num_iterations = 2000  # generator iterations
@@ -81,6 +88,10 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.model.critic_norm = "none"  # "none", "layer"; "batch" only without an input-gradient penalty
     c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
     c.model.conv_impl = "auto"  # stride-2 convs: "auto", "matmul", "s2d" or "xla" (same function)
+    # Your own networks: "my_pkg.nets:make_generator", a factory called with the run's config
+    # that returns a Flax NNX or Linen module or an (init, apply) pair; "" = the built-in kind.
+    c.model.generator = ""
+    c.model.critic = ""
 
     c.checkpoint_every = 500  # also at the end and on SIGTERM; 0: only then
     c.keep_checkpoints = 3
@@ -131,7 +142,7 @@ def _leaf_keys(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]
 
 def unknown_key_message(key: str) -> str:
     """`config.KEY: no such config key`, with the closest known keys when there are any."""
-    known = _leaf_keys(get_default_config())
+    known = _leaf_keys(get_config_schema())
     close = difflib.get_close_matches(key, known, n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     return f"config.{key}: no such config key{hint}"
@@ -139,7 +150,7 @@ def unknown_key_message(key: str) -> str:
 
 def unknown_override(argv: list[str]) -> str | None:
     """The first KEY of a `--config.KEY=value` argument that the schema does not have."""
-    known = set(_leaf_keys(get_default_config()))
+    known = set(_leaf_keys(get_config_schema()))
     for arg in argv[1:]:
         if arg == "--":
             break
@@ -209,6 +220,10 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         )
     if config.model.critic_output == "sigmoid" and config.loss != "logistic":
         _fail("model.critic_output", "'sigmoid' needs loss='logistic'")
+    for key in ("generator", "critic"):
+        path = config.model[key]
+        if path and not FACTORY_PATH.fullmatch(path):
+            _fail(f"model.{key}", f"must name a factory as 'package.module:function', got {path!r}")
     positive_int("model.z_dim", config.model.z_dim)
     positive_int("model.width", config.model.width)
     positive_int("model.depth", config.model.depth)

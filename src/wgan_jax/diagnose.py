@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wgan_jax import cli, fs, health
+from wgan_jax import cli, fs, health, runs
 from wgan_jax.errors import UserError
 from wgan_jax.metrics import ranking
 from wgan_jax.records import EVENTS_FILE, METRICS_FILE, json_safe, read_jsonl
@@ -43,16 +43,10 @@ TITLES = {
 
 
 def _load_config(workdir: str) -> tuple[dict, list[str]]:
-    path = fs.join(workdir, "config.json")
-    if not fs.exists(path):
+    config = runs.read_config_dict(workdir)
+    if config is None:
         return {}, ["no config.json: assumed loss='wasserstein', penalty='gp' and default "
                     "health thresholds"]
-    try:
-        config = json.loads(fs.read_text(path))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"cannot read {path}: {e}") from None
-    if not isinstance(config, dict):
-        raise UserError(f"{path} does not hold a JSON object")
     if "loss" not in config and isinstance(config.get("config"), dict):
         config = config["config"]
     return config, []

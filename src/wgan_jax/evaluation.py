@@ -423,14 +423,13 @@ def evaluate_state(
             return {}
     use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
     n = int(num_samples or config.eval.num_samples)
-    return evaluator(generate(gan, state, n, seed=seed + 12345, use_ema=use_ema))
+    return evaluator(draw_samples(gan, state, n, seed=seed + 12345, use_ema=use_ema))
 
 
-def generate(gan: Any, state: Any, num: int, seed: int, use_ema: bool) -> np.ndarray:
+def draw_samples(gan: Any, state: Any, num: int, seed: int, use_ema: bool) -> np.ndarray:
     """`num` float32 samples from latents drawn with `seed`, in batches of 1000.
 
-    The one implementation behind `wgan_jax.sample.generate_samples` too (it lives here because
-    `sample` defines absl flags, which would clash with the flags of the CLI importing this).
+    The one implementation behind `wgan_jax.runs.generate_samples` too.
     """
     import jax
 
@@ -448,7 +447,7 @@ def _jitted_generator(gan: Any, use_ema: bool) -> Any:
     training run compile once (a new GAN object, e.g. after a rollback, compiles anew)."""
     import jax
 
-    from wgan_jax.state import generate as apply_generator
+    from wgan_jax.state import apply_generator
 
     if not (_LAST_GENERATOR and _LAST_GENERATOR[0][0] is gan
             and _LAST_GENERATOR[0][1] == use_ema):
