@@ -66,7 +66,7 @@ def reference(tmp_path_factory, compilation_cache):  # noqa: F811 - the imported
     workdir = str(tmp_path_factory.mktemp("reference") / "run")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(train._Sampler, "save", lambda *a, **k: "")
-        patch.setattr(train.writers, "update_plots", lambda *a, **k: [])
+        patch.setattr(train.records, "update_plots", lambda *a, **k: [])
         assert train.train_and_evaluate(make_config(), workdir)["step"] == 16
     state, data, step = final_state(workdir, make_config())
     assert step == 16
