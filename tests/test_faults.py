@@ -40,7 +40,7 @@ from test_resume import (  # noqa: F401 - fixtures used by name
 )
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import train
+from wgan_jax import runs, train
 from wgan_jax.errors import DataError, UserError
 
 
@@ -279,7 +279,7 @@ def test_two_processes_sigterm_stop_at_one_step_then_restart_is_identical(tmp_pa
     end = [f"--config.num_iterations={stopped + 2}"]
     stderr = finish(launch(workdir, end) + launch(fresh, end))
     assert f"resuming from checkpoint {stopped}" in stderr[0]
-    config = train.load_config_json(workdir)
+    config = runs.load_config_json(workdir)
     restarted, data, step = final_state(workdir, config)
     uninterrupted, fresh_data, fresh_step = final_state(fresh, config)
     assert step == fresh_step == stopped + 2 and data == fresh_data
@@ -319,7 +319,7 @@ def test_elastic_restore_8_4_1_devices_first_iterations_equal(tmp_path):
     cli(workdir, 4, 4, start=2)
     shutil.copytree(workdir, str(tmp_path / "at4"))
     cli(workdir, 1, 6, start=4)
-    config = train.load_config_json(workdir)
+    config = runs.load_config_json(workdir)
     config.num_iterations = 3
     train.train_and_evaluate(config, str(tmp_path / "at2"))  # checkpoint 2 on 1 device
     cli(str(tmp_path / "at4"), 8, 5, start=4)  # checkpoint 4 on 8 devices
