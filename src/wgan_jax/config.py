@@ -14,6 +14,7 @@ import os
 
 import ml_collections
 
+from wgan_jax.augment import parse_policy
 from wgan_jax.errors import ConfigError
 from wgan_jax.health import default_health_config
 
@@ -46,6 +47,9 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.image_size = 32
     c.num_channels = 1
     c.skip_corrupt_images = False
+    c.dataset_size = 0  # image data: keep the first N examples of a fixed permutation; 0: all
+    c.augment = ""  # DiffAugment policy, e.g. "translation,cutout,color"; "": off
+    c.instance_noise = 0.0  # std of Gaussian noise on critic inputs, annealed to 0; 0: off
 
     c.loss = "wasserstein"
     c.penalty = "gp"
@@ -70,7 +74,7 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.model.width = 512  # MLP hidden width, or the base channel count (DIM) of conv nets
     c.model.depth = 3  # MLP hidden layers
     c.model.generator_norm = "none"  # "batch" (cross-replica) or "none"
-    c.model.critic_norm = "none"  # "none", "layer"; "batch" only without an input-gradient penalty
+    c.model.critic_norm = "none"  # "none", "layer", "spectral"; "batch" only without a penalty
     c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
     c.model.conv_impl = "auto"  # stride-2 convs: "auto", "matmul", "s2d" or "xla" (same function)
 
@@ -127,13 +131,15 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     positive_int("plot_every", config.plot_every, 0)
     positive_int("checkpoint_every", config.checkpoint_every, 0)
     positive_int("eval_every", config.eval_every, 0)
+    positive_int("dataset_size", config.dataset_size, 0)
     positive_int("keep_checkpoints", config.keep_checkpoints)
     if config.global_batch_size % num_devices:
         _fail(
             "global_batch_size",
             f"{config.global_batch_size} is not divisible by the {num_devices} devices",
         )
-    for key in ("generator_lr", "critic_lr", "penalty_weight", "clip_value", "dragan_scale"):
+    for key in ("generator_lr", "critic_lr", "penalty_weight", "clip_value", "dragan_scale",
+                "instance_noise"):
         value = config[key]
         if not math.isfinite(value) or value < 0:
             _fail(key, f"must be a finite number >= 0, got {value!r}")
@@ -147,7 +153,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "compute_dtype": ("float32", "bfloat16"),
         "model.kind": MODEL_KINDS,
         "model.generator_norm": ("batch", "none"),
-        "model.critic_norm": ("none", "layer", "batch"),
+        "model.critic_norm": ("none", "layer", "spectral", "batch"),
         "model.critic_output": ("linear", "sigmoid"),
         "model.conv_impl": ("auto", "matmul", "s2d", "xla"),
         "diagnostics.level": ("off", "basic", "full"),
@@ -164,12 +170,34 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
             "'batch' couples the examples of a batch, so a per-example gradient penalty is "
             "wrong; use 'layer' or 'none'",
         )
+    if config.model.critic_norm == "spectral" and config.penalty == "clip":
+        _fail("model.critic_norm", "'spectral' together with penalty='clip' (weight clipping)")
     if config.model.critic_output == "sigmoid" and config.loss != "logistic":
         _fail("model.critic_output", "'sigmoid' needs loss='logistic'")
     positive_int("model.z_dim", config.model.z_dim)
     positive_int("model.width", config.model.width)
     positive_int("model.depth", config.model.depth)
     _validate_dataset(config)
+    _validate_small_data(config)
+
+
+def _validate_small_data(config: ml_collections.ConfigDict) -> None:
+    """`dataset_size`, `augment` and `instance_noise` need image data."""
+    toy = config.dataset.startswith("toy:")
+    if config.dataset_size and toy:
+        _fail("dataset_size", "toy data are drawn afresh every batch; there is no set to subset")
+    try:
+        policy = parse_policy(config.augment)
+    except ValueError as e:
+        _fail("augment", str(e))
+    if policy and toy:
+        _fail("augment", "DiffAugment needs image data, not toy data")
+    # The library pieces exist (wgan_jax.augment); refuse rather than silently ignore until the
+    # train step applies them.
+    if policy:
+        _fail("augment", "DiffAugment is not applied by the train step yet (library only)")
+    if config.instance_noise:
+        _fail("instance_noise", "instance noise is not applied by the train step yet")
 
 
 def _validate_dataset(config: ml_collections.ConfigDict) -> None:
