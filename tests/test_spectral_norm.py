@@ -218,9 +218,13 @@ def runs(tmp_path_factory):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_one_and_eight_devices_agree(case, runs):
     out, first = runs
-    for key in ("critic_loss", "generator_loss", "gradient_penalty", "wasserstein_estimate",
-                "grad_norm/critic", "grad_norm/generator"):
-        assert first[1][case][key] == pytest.approx(first[8][case][key], rel=1e-4, abs=1e-6), key
+    one, eight = first[1][case], first[8][case]
+    # losses as in test_exactness (Adam's first steps turn float re-association into ~1e-6
+    # absolute differences of near-zero mean scores, with or without spectral norm)
+    for key in ("critic_loss", "generator_loss", "gradient_penalty", "wasserstein_estimate"):
+        assert one[key] == pytest.approx(eight[key], rel=1e-3, abs=1e-5), key
+    for key in ("grad_norm/critic", "grad_norm/generator", "input_grad_norm/interp_mean"):
+        assert one[key] == pytest.approx(eight[key], rel=1e-5), key
     one, _, _ = _restore(case, out / f"d1_{case}.msgpack")
     eight, _, _ = _restore(case, out / f"d8_{case}.msgpack")
     assert jax.tree.leaves(one["d_state"][SPECTRAL_COLLECTION])

@@ -182,7 +182,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
 
 
 def _validate_small_data(config: ml_collections.ConfigDict) -> None:
-    """`dataset_size`, `augment` and `instance_noise` need image data."""
+    """`dataset_size` and `augment` need images; augment and instance noise wait for the step."""
     toy = config.dataset.startswith("toy:")
     if config.dataset_size and toy:
         _fail("dataset_size", "toy data are drawn afresh every batch; there is no set to subset")
