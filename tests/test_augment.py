@@ -1,4 +1,4 @@
-"""DiffAugment (`wgan_jax.augment`): differentiable, split-independent, seeded; instance noise."""
+"""DiffAugment (`wgan_jax.augment`), instance noise, and the CLI refusing bad issue-16 keys."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_module
+from test_cli import _assert_clean_failure
 
 from wgan_jax import augment
 from wgan_jax.config import apply_overrides, get_default_config, validate_config
@@ -132,3 +134,15 @@ def test_instance_noise_anneals_linearly_to_exactly_zero():
     assert float(augment.instance_noise_sigma(0.3, 0, 1)) == 0.0
     traced = jax.jit(lambda t: augment.instance_noise_sigma(0.3, t, total))
     assert float(traced(jnp.int32(total - 1))) == 0.0
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["--config.augment=color,blur"], ["config.augment", "'blur'"]),
+    (["--config.model.critic_norm=spectral", "--config.penalty=clip"],
+     ["config.model.critic_norm", "clip"]),
+])
+def test_cli_refuses_in_one_line_and_writes_nothing(overrides, words, tmp_path):
+    workdir = str(tmp_path / "w")
+    result = run_module(["wgan_jax.main", "--config=configs/digits.py", f"--workdir={workdir}",
+                         *overrides])
+    _assert_clean_failure(result, workdir, *words)
