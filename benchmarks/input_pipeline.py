@@ -20,10 +20,10 @@ import jax
 import numpy as np
 from PIL import Image
 
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.input_pipeline import create_input_pipeline
 from wgan_jax.state import create_train_state
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 
@@ -39,7 +39,7 @@ def _sprites(root: str, n: int) -> None:
 
 
 def _config(dataset: str, size: int, channels: int, data_dir: str):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset, c.image_size, c.num_channels, c.data_dir = dataset, size, channels, data_dir
     c.model.kind, c.model.width, c.model.z_dim = "dcgan", 64, 128
     c.model.generator_norm, c.penalty_weight = "batch", 10.0
@@ -64,7 +64,7 @@ def step_rate(config, steps: int) -> float:
     shape = data_shape(config)
     gan = build_gan(config)
     state = replicate(create_train_state(gan, shape, config.seed, False), mesh)
-    step = make_train_step(config, mesh, gan, shape)
+    step = make_train_step(StepConfig.from_config(config), mesh, gan)
     it = create_input_pipeline(config, make_mesh())
     batches = [next(it) for _ in range(steps + 1)]
     state, metrics = step(state, batches[0])

@@ -66,14 +66,14 @@ def measure(config, iters: int, warmup: int) -> dict:
 
     from wgan_jax.config import data_shape
     from wgan_jax.state import create_train_state
-    from wgan_jax.step import make_mesh, make_train_step
+    from wgan_jax.step import StepConfig, make_mesh, make_train_step
     from wgan_jax.train import build_gan, replicate
 
     mesh = make_mesh()
     shape = data_shape(config)
     gan = build_gan(config)
     state = replicate(create_train_state(gan, shape, config.seed, config.ema_decay > 0), mesh)
-    step = make_train_step(config, mesh, gan, shape)
+    step = make_train_step(StepConfig.from_config(config), mesh, gan)
     rng = np.random.default_rng(0)
     real = jax.device_put(
         rng.uniform(-1, 1, (config.n_critic, config.global_batch_size, *shape)).astype(np.float32),
@@ -82,7 +82,8 @@ def measure(config, iters: int, warmup: int) -> dict:
     t0 = time.perf_counter()
     compiled = step.lower(state, real).compile()
     compile_seconds = time.perf_counter() - t0
-    flops = count_flops(make_train_step(config, mesh, gan, shape, unroll_critic=True), state, real)
+    unrolled = make_train_step(StepConfig.from_config(config), mesh, gan, unroll_critic=True)
+    flops = count_flops(unrolled, state, real)
     for _ in range(warmup):
         state, metrics = compiled(state, real)
     jax.block_until_ready(state)

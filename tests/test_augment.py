@@ -10,7 +10,7 @@ from conftest import run_module
 from test_cli import _assert_clean_failure
 
 from wgan_jax import augment
-from wgan_jax.config import apply_overrides, get_default_config, validate_config
+from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.errors import ConfigError
 from wgan_jax.models.mlp import MLPCritic, MLPGenerator
 
@@ -118,7 +118,7 @@ def test_draw_refuses_non_images_and_unknown_names():
     ({"dataset_size": 100}, "dataset_size", "toy data"),
 ])
 def test_config_errors_name_the_key(overrides, key, message):
-    c = get_default_config()
+    c = get_config_schema()
     apply_overrides(c, overrides)
     with pytest.raises(ConfigError, match=rf"^config\.{key}: .*{message}") as e:
         validate_config(c, 1)

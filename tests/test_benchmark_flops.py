@@ -10,9 +10,9 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.state import create_train_state
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,7 +28,7 @@ def _bench_module():
 
 
 def _setup(n_critic: int):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "toy:8gaussians"
     c.model.width = 32
     c.global_batch_size = 16
@@ -44,9 +44,11 @@ def _setup(n_critic: int):
 
 def test_unrolled_step_computes_the_same_update():
     c, mesh, gan, shape, state, real = _setup(3)
-    rolled, _ = make_train_step(c, mesh, gan, shape)(state, real)
+    rolled, _ = make_train_step(StepConfig.from_config(c), mesh, gan)(state, real)
     _, _, _, _, state, real = _setup(3)
-    unrolled, _ = make_train_step(c, mesh, gan, shape, unroll_critic=True)(state, real)
+    unrolled, _ = make_train_step(
+        StepConfig.from_config(c), mesh, gan, unroll_critic=True
+    )(state, real)
     for a, b in zip(jax.tree.leaves(rolled), jax.tree.leaves(unrolled), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
 
@@ -56,9 +58,11 @@ def test_flops_count_every_critic_update():
     counts = {}
     for n in (2, 3, 4):
         c, mesh, gan, shape, state, real = _setup(n)
-        rolled = bench.count_flops(make_train_step(c, mesh, gan, shape), state, real)
+        rolled = bench.count_flops(
+            make_train_step(StepConfig.from_config(c), mesh, gan), state, real
+        )
         unrolled = bench.count_flops(
-            make_train_step(c, mesh, gan, shape, unroll_critic=True), state, real
+            make_train_step(StepConfig.from_config(c), mesh, gan, unroll_critic=True), state, real
         )
         counts[n] = (rolled, unrolled)
     per_critic = counts[3][1] - counts[2][1]

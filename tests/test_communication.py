@@ -11,21 +11,21 @@ CODE = r"""
 import json, sys
 import jax, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-from wgan_jax.config import apply_overrides, data_shape, get_default_config
+from wgan_jax.config import apply_overrides, data_shape, get_config_schema
 from wgan_jax.hlo_stats import allreduce_bytes
 from wgan_jax.state import create_train_state
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 out = {}
 for name, overrides in json.loads(sys.argv[1]).items():
-    c = get_default_config()
+    c = get_config_schema()
     apply_overrides(c, overrides)
     mesh = make_mesh()
     shape = data_shape(c)
     gan = build_gan(c)
     state = replicate(create_train_state(gan, shape, 0, False), mesh)
-    step = make_train_step(c, mesh, gan, shape)
+    step = make_train_step(StepConfig.from_config(c), mesh, gan)
     real = jax.device_put(np.zeros((c.n_critic, c.global_batch_size, *shape), np.float32),
                           NamedSharding(mesh, P(None, "data")))
     stats = allreduce_bytes(step.lower(state, real).compile().as_text())

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from wgan_jax import train
-from wgan_jax.config import apply_overrides, get_default_config
+from wgan_jax.config import apply_overrides, get_config_schema
 from wgan_jax.data.digits import digits_source
 from wgan_jax.data.images import SubsetSource, to_float
 from wgan_jax.errors import DataError
@@ -15,7 +15,7 @@ from wgan_jax.input_pipeline import local_data
 
 
 def _config(**overrides):
-    c = get_default_config()
+    c = get_config_schema()
     apply_overrides(c, {"dataset": "digits", "model.kind": "mlp", "image_size": 8,
                         "num_channels": 1, "global_batch_size": 20, "n_critic": 1, **overrides})
     return c

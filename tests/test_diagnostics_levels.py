@@ -7,9 +7,9 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.state import create_train_state
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 CORE = {"critic_loss", "generator_loss", "wasserstein_estimate", "gradient_penalty", "d_real",
@@ -17,7 +17,7 @@ CORE = {"critic_loss", "generator_loss", "wasserstein_estimate", "gradient_penal
 
 
 def _metric_keys(level: str) -> set[str]:
-    c = get_default_config()
+    c = get_config_schema()
     c.model.width = 16
     c.global_batch_size = 16
     c.n_critic = 1
@@ -26,7 +26,7 @@ def _metric_keys(level: str) -> set[str]:
     shape = data_shape(c)
     gan = build_gan(c)
     state = replicate(create_train_state(gan, shape, 0, False), mesh)
-    step = make_train_step(c, mesh, gan, shape)
+    step = make_train_step(StepConfig.from_config(c), mesh, gan)
     real = np.zeros((1, 16, 2), np.float32)
     _, metrics = step(state, jax.device_put(real, NamedSharding(mesh, P(None, "data"))))
     return set(metrics)

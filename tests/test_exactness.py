@@ -12,9 +12,9 @@ RUN = r"""
 import json, sys
 import jax, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-from wgan_jax.config import apply_overrides, data_shape, get_default_config
+from wgan_jax.config import apply_overrides, data_shape, get_config_schema
 from wgan_jax.state import create_train_state
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 mesh = make_mesh()
@@ -24,7 +24,7 @@ def run(c, out, iters=3):
     shape = data_shape(c)
     gan = build_gan(c)
     state = replicate(create_train_state(gan, shape, c.seed, c.ema_decay > 0), mesh)
-    step = make_train_step(c, mesh, gan, shape)
+    step = make_train_step(StepConfig.from_config(c), mesh, gan)
     rng = np.random.default_rng(0)
     sharding = NamedSharding(mesh, P(None, "data"))
     for _ in range(iters):
@@ -37,7 +37,7 @@ def run(c, out, iters=3):
 
 results = {}
 for name, overrides in json.loads(sys.argv[1]).items():
-    c = get_default_config()
+    c = get_config_schema()
     apply_overrides(c, overrides)
     results[name] = run(c, sys.argv[2] + name + ".npy")
 print(json.dumps(results))

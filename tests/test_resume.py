@@ -21,7 +21,7 @@ from jax.experimental.compilation_cache import compilation_cache as cc
 
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import input_pipeline, train
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.errors import UserError
 from wgan_jax.step import make_mesh
 
@@ -34,13 +34,13 @@ TINY = {
 # Run in a fresh interpreter: sys.argv[1] = workdir, [2] = overrides JSON, [3] = kill position.
 SCRIPT = r"""
 import json, os, signal, sys
-from wgan_jax import cli, input_pipeline, train, writers
-from wgan_jax.config import get_default_config
+from wgan_jax import cli, input_pipeline, records, train
+from wgan_jax.config import get_config_schema
 
 cli.setup_logging(True)
 
 def config(overrides):
-    c = get_default_config()
+    c = get_config_schema()
     for key, value in overrides.items():
         node = c
         *parents, leaf = key.split(".")
@@ -66,13 +66,13 @@ class Killing:
 
 input_pipeline.create_input_pipeline = lambda c, mesh: Killing(create(c, mesh))
 train._Sampler.save = lambda *a, **k: ""
-writers.update_plots = lambda *a, **k: []
+records.update_plots = lambda *a, **k: []
 print(json.dumps(train.train_and_evaluate(config(json.loads(sys.argv[2])), sys.argv[1])["step"]))
 """
 
 
 def make_config(**overrides):
-    c = get_default_config()
+    c = get_config_schema()
     for key, value in {**TINY, **overrides}.items():
         node = c
         *parents, leaf = key.split(".")
@@ -129,7 +129,7 @@ def _script(workdir: str, overrides: dict, kill_at: int = -1, devices: int = 1):
 def no_pictures(monkeypatch):
     """Samples and plots are not under test here; skip them to keep the runs short."""
     monkeypatch.setattr(train._Sampler, "save", lambda *a, **k: "")
-    monkeypatch.setattr(train.writers, "update_plots", lambda *a, **k: [])
+    monkeypatch.setattr(train.records, "update_plots", lambda *a, **k: [])
 
 
 def final_state(workdir: str, config, step: int | None = None):
@@ -213,14 +213,14 @@ def test_sigterm_saves_exits_zero_and_resumes(tmp_path):
     assert any(e["rule"] == "resume" and e["step"] == stopped for e in events(workdir))
 
     # The sample CLI reads the same manager: latest, or a step; best needs an evaluation.
-    from wgan_jax import sample
+    from wgan_jax import runs
 
     for which, expected in (("latest", stopped + 2), (str(stopped), stopped)):
-        _, gan, state, step = sample.load_generator_state(workdir, which)
+        _, gan, state, step = runs.load_run(workdir, which)
         assert step == expected
-    assert sample.generate_samples(gan, state, 7, seed=0).shape == (7, 2)
+    assert runs.generate_samples(gan, state, 7, seed=0).shape == (7, 2)
     with pytest.raises(UserError, match="no best checkpoint"):
-        sample.load_generator_state(workdir, "best")
+        runs.load_run(workdir, "best")
 
 
 def test_elastic_restore_between_1_and_8_devices(tmp_path):

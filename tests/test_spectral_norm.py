@@ -19,8 +19,9 @@ from conftest import run_python
 from test_resume import _script, assert_bitwise_equal, final_state, make_config
 
 from wgan_jax import train
-from wgan_jax.config import apply_overrides, get_default_config, validate_config
+from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.errors import ConfigError
+from wgan_jax.models import build_builtin_models
 from wgan_jax.models.dcgan import DCGANCritic
 from wgan_jax.models.layers import DownConv
 from wgan_jax.models.mlp import MLPCritic
@@ -132,7 +133,7 @@ def test_custom_downconv_kernels_normalised_for_every_impl():
 
 
 def test_spectral_norm_with_weight_clipping_is_refused():
-    c = get_default_config()
+    c = get_config_schema()
     apply_overrides(c, {"model.critic_norm": "spectral", "penalty": "clip"})
     with pytest.raises(ConfigError, match=r"^config\.model\.critic_norm: .*clip") as e:
         validate_config(c, 1)
@@ -147,21 +148,21 @@ RUN = r"""
 import json, sys
 import flax, jax, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-from wgan_jax.config import apply_overrides, data_shape, get_default_config, validate_config
+from wgan_jax.config import apply_overrides, data_shape, get_config_schema, validate_config
 from wgan_jax.state import create_train_state
-from wgan_jax.step import make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
 mesh = make_mesh()
 first = {}
 for name, overrides in json.loads(sys.argv[1]).items():
-    c = get_default_config()
+    c = get_config_schema()
     apply_overrides(c, overrides)
     validate_config(c, mesh.devices.size)
     shape = data_shape(c)
     gan = build_gan(c)
     state = replicate(create_train_state(gan, shape, c.seed, False), mesh)
-    step = make_train_step(c, mesh, gan, shape)
+    step = make_train_step(StepConfig.from_config(c), mesh, gan)
     rng = np.random.default_rng(0)
     for i in range(6):
         real = rng.uniform(-1, 1, (c.n_critic, c.global_batch_size, *shape)).astype(np.float32)
@@ -187,21 +188,20 @@ CASES = {
 
 
 def _config(case: str):
-    c = get_default_config()
+    c = get_config_schema()
     apply_overrides(c, CASES[case])
     return c
 
 
 def _restore(case: str, path) -> dict:
     c = _config(case)
-    gan = train.build_gan(c)
     from wgan_jax.config import data_shape
     from wgan_jax.state import create_train_state
 
-    s = create_train_state(gan, data_shape(c), 0, False)
+    s = create_train_state(train.build_gan(c), data_shape(c), 0, False)
     template = {"d_params": s.d_params, "d_state": s.d_state, "g_params": s.g_params}
     with open(path, "rb") as f:
-        return flax.serialization.from_bytes(template, f.read()), gan, c
+        return flax.serialization.from_bytes(template, f.read()), build_builtin_models(c)[1], c
 
 
 @pytest.fixture(scope="module")
@@ -243,10 +243,10 @@ def test_trained_critic_applies_unit_spectral_norm_kernels(case, runs):
     """After 6 iterations of the real train step, every kernel the critic applies (all its
     Dense and DownConv layers) has largest singular value ~1, the raw weights do not."""
     out, _ = runs
-    trained, gan, c = _restore(case, out / f"d1_{case}_6.msgpack")
+    trained, critic, c = _restore(case, out / f"d1_{case}_6.msgpack")
     shape = (c.image_size, c.image_size, c.num_channels) if c.dataset == "digits" else (2,)
     x = jnp.zeros((2, *shape))
-    critic = gan.critic.clone(axis_name=None)
+    critic = critic.clone(axis_name=None)
     kernels = applied_kernels(critic, {"params": trained["d_params"], **trained["d_state"]}, x)
     assert set(kernels) == kernel_paths(trained["d_params"])
     raw = applied_kernels(critic.clone(norm="none"), {"params": trained["d_params"]}, x)
@@ -257,7 +257,7 @@ def test_trained_critic_applies_unit_spectral_norm_kernels(case, runs):
 
 def test_resume_is_bitwise_equal_with_the_power_iteration_state(tmp_path, monkeypatch):
     monkeypatch.setattr(train._Sampler, "save", lambda *a, **k: "")
-    monkeypatch.setattr(train.writers, "update_plots", lambda *a, **k: [])
+    monkeypatch.setattr(train.records, "update_plots", lambda *a, **k: [])
     overrides = {"model.critic_norm": "spectral"}
     config = make_config(**overrides)
     reference = str(tmp_path / "reference")

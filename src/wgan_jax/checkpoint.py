@@ -13,8 +13,8 @@ step is also recorded by us in `checkpoints/best.json`, written only once that s
 committed, so tools need not trust orbax's metric bookkeeping.
 
 Evaluation feeds the "best" policy by passing its metrics to `Checkpointer.save(..., metrics=)`
-at the step it ran; `best_metric` names the metric ("" = the first of `EVAL_PREFERENCE` that
-evaluation reports).
+at the step it ran; `best_metric` names the metric (`config.eval.metric`; which metric and which
+way is better are decided by `wgan_jax.metrics.ranking`, the rule evaluation and `diagnose` use).
 
 WORKDIR may be a URL (`gs://bucket/run`): the checkpoint directory is then handed to orbax as
 is, our own files go through `wgan_jax.fs`, and the workdir lock is skipped.
@@ -37,14 +37,10 @@ from orbax.checkpoint import checkpoint_managers as cm
 
 from wgan_jax import fs
 from wgan_jax.errors import UserError
-from wgan_jax.metrics.direction import lower_is_better
+from wgan_jax.metrics import ranking
+from wgan_jax.metrics.ranking import lower_is_better
 
 log = logging.getLogger("wgan_jax")
-
-# Metrics that pick the best checkpoint when config.eval.metric is "", best first.
-EVAL_PREFERENCE = ("eval/fid", "eval/kid", "eval/w1", "eval/reverse_kl", "eval/modes", "eval/is")
-def _normalise_metric(metric: str) -> str:
-    return metric if not metric or metric.startswith("eval/") else "eval/" + metric
 
 
 @jax.jit
@@ -81,10 +77,10 @@ class Checkpointer:
         self._config_json = config_json
         self._pending_best: dict[str, Any] | None = None
         self.skipped: list[tuple[int, str]] = []  # unreadable checkpoints met by restore()
-        self.best_metric = _normalise_metric(best_metric)
+        self.best_metric = ranking.normalise(best_metric)
         recorded = self._read_best_file()
-        if not self.best_metric and recorded:
-            self.best_metric = recorded.get("metric", "")
+        if recorded and ranking.choose_metric([recorded.get("metric", "")], self.best_metric):
+            self.best_metric = recorded["metric"]
         self._best_value = (
             float(recorded["value"])
             if recorded and recorded.get("metric") == self.best_metric else None
@@ -118,12 +114,12 @@ class Checkpointer:
         return float(value) if lower_is_better(self.best_metric) else -float(value)
 
     def _choose_metric(self, metrics: dict[str, float]) -> None:
-        if self.best_metric or not metrics:
+        """Resolves `best_metric` ("" or a NAME such as "fid") to a reported key, once."""
+        if self.best_metric in metrics:
             return
-        finite = [k for k, v in metrics.items() if k.startswith("eval/") and math.isfinite(v)]
-        order = [k for k in EVAL_PREFERENCE if k in finite] + sorted(finite)
-        if order:
-            self.best_metric = order[0]
+        chosen = ranking.choose_metric(metrics, self.best_metric)
+        if chosen:
+            self.best_metric = chosen
             log.info("best checkpoint chosen by %s (%s is better)", self.best_metric,
                      "lower" if lower_is_better(self.best_metric) else "higher")
 
@@ -161,8 +157,7 @@ class Checkpointer:
                 continue
             if not isinstance(value, int | float) or not math.isfinite(value):
                 continue
-            better = best is None or (value < best["value"] if lower_is_better(metric)
-                                      else value > best["value"])
+            better = best is None or ranking.is_better(metric, value, best["value"])
             if better:
                 best = {"step": step, "metric": metric, "value": float(value)}
         return best
@@ -213,8 +208,7 @@ class Checkpointer:
         if math.isfinite(score):
             value = metrics[self.best_metric]
             current = self._best_value
-            if current is None or (value < current if lower_is_better(self.best_metric)
-                                   else value > current):
+            if current is None or ranking.is_better(self.best_metric, value, current):
                 self._best_value = value
                 self._pending_best = {"step": step, "metric": self.best_metric, "value": value}
         return True

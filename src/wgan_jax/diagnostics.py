@@ -21,7 +21,8 @@ from jax import lax
 _COLLECTIONS = ("params", "batch_stats", "intermediates")
 
 
-def _key_name(key: Any) -> str:
+def key_name(key: Any) -> str:
+    """The name of one pytree path entry (a dict key, attribute name or index)."""
     for attr in ("key", "name", "idx"):
         if hasattr(key, attr):
             return str(getattr(key, attr))
@@ -32,7 +33,7 @@ def _layer_groups(tree: Any) -> dict[str, list[jax.Array]]:
     """Leaves grouped by their owning module's path ("Dense_0", "Block_1/Conv_0", ...)."""
     groups: dict[str, list[jax.Array]] = {}
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        names = [_key_name(k) for k in path]
+        names = [key_name(k) for k in path]
         if names and names[0] in _COLLECTIONS:
             names = names[1:]
         layer = "/".join(names[:-1]) if len(names) > 1 else (names[0] if names else "")

@@ -202,9 +202,9 @@ def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
             grain.MapDataset.range(_ENDLESS).map(iteration), toy_reference, None, TOY_READ
         )
 
-    from wgan_jax.data import images
+    from wgan_jax.data import images, sources
 
-    source = images.make_image_source(config)
+    source = sources.make_image_source(config)
     if len(source) == 0:
         raise DataError(f"{config.dataset}: the dataset is empty")
     # `dataset_size` restricts the training stream; reference examples (plots, in-training

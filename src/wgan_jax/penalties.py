@@ -3,6 +3,23 @@
 `critic_fn` everywhere maps a batch `[B, ...]` to per-example scores `[B]`. Because a critic
 without BatchNorm has no coupling between examples, the input gradient of `sum(critic_fn(x))`
 is exactly the per-example input gradient, so one `jax.grad` gives all of them.
+
+The train step calls penalties through one signature, `PenaltyFn`::
+
+    penalty(critic_fn, real, fake, draws, *, target, axis_name) -> (value, norms)
+
+* `real`, `fake`: this device's examples `[b, ...]`; `draws`: a `Draws` of uniform random
+  numbers for those examples, drawn by the step for the *global* batch (so they do not depend
+  on how the batch is split); `draws.noise` is None unless the penalty is "dragan" or your own.
+* `target`: the gradient-norm target; `axis_name`: the data axis under `shard_map` (None
+  outside), for penalties that need global statistics (DRAGAN's spread of the data).
+* `value`: the mean over the given examples (the step averages it over devices and adds
+  `penalty_weight * value` to the critic's loss); `norms`: the per-example input-gradient
+  norms `[b]` behind it (for diagnostics), or None.
+
+`PENALTIES` maps the names "gp", "lp", "r1" and "dragan" to the functions below; "clip" (the
+original WGAN's weight clipping, an optimizer transform: `clip_weights`) and "none" are no
+penalty (`NOT_PENALTIES`). Pass your own function with the same signature instead of a name.
 """
 
 from __future__ import annotations
@@ -13,8 +30,19 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+from jax import lax
 
 CriticFn = Callable[[jax.Array], jax.Array]
+
+
+class Draws(NamedTuple):
+    """A penalty's random numbers: `alpha` [B] ~ U[0, 1]; `noise` like `real` ~ U[0, 1] or None."""
+
+    alpha: jax.Array
+    noise: jax.Array | None = None
+
+
+PenaltyFn = Callable[..., tuple[jax.Array, jax.Array | None]]
 
 
 def _expand_like(per_example: jax.Array, x: jax.Array) -> jax.Array:
@@ -89,8 +117,21 @@ def r1_penalty(critic_fn: CriticFn, real: jax.Array) -> jax.Array:
 
     The usual `gamma / 2` factor is left to the caller's weight.
     """
-    grads = input_gradients(critic_fn, real)
-    return jnp.mean(jnp.sum(jnp.square(grads), axis=tuple(range(1, grads.ndim))))
+    return r1(critic_fn, real, real, Draws(jnp.zeros(real.shape[:1])))[0]
+
+
+def global_std(x: jax.Array, axis_name: str | None = None) -> jax.Array:
+    """The standard deviation of all values of `x`, over all devices of `axis_name` if given.
+
+    Two passes (mean, then mean squared deviation), each averaged over devices: equal to the
+    one-device `jnp.std` of the whole batch whatever the split (equal shards).
+    """
+    def mean(v: jax.Array) -> jax.Array:
+        v = jnp.mean(_at_least_f32(v))
+        return lax.pmean(v, axis_name) if axis_name is not None else v
+
+    centre = mean(x)
+    return jnp.sqrt(mean(jnp.square(_at_least_f32(x) - centre)))
 
 
 def dragan_points(
@@ -111,13 +152,64 @@ def dragan_penalty(
     *,
     scale: float = 0.5,
     target: float = 1.0,
+    axis_name: str | None = None,
 ) -> jax.Array:
-    """DRAGAN (Kodali et al. 2017): the gradient penalty around perturbed real data."""
+    """DRAGAN (Kodali et al. 2017): the gradient penalty around perturbed real data.
+
+    The perturbation's size is `scale` times the spread of `real`; under `shard_map` pass
+    `axis_name` so that it is the global batch's spread (`global_std`), not this device's.
+    """
     k_noise, k_alpha = jax.random.split(key)
-    noise = jax.random.uniform(k_noise, real.shape, dtype=real.dtype)
-    alpha = jax.random.uniform(k_alpha, (real.shape[0],))
-    points = dragan_points(real, noise, alpha, jnp.std(real), scale)
-    return gradient_penalty(critic_fn, points, target=target)
+    draws = Draws(
+        alpha=jax.random.uniform(k_alpha, (real.shape[0],)),
+        noise=jax.random.uniform(k_noise, real.shape, dtype=real.dtype),
+    )
+    return dragan(critic_fn, real, real, draws, target=target, axis_name=axis_name, scale=scale)[0]
+
+
+def gp(
+    critic_fn: CriticFn, real: jax.Array, fake: jax.Array, draws: Draws, *,
+    target: float = 1.0, axis_name: str | None = None, one_sided: bool = False,
+) -> tuple[jax.Array, jax.Array]:
+    """WGAN-GP: (||grad D(x_hat)|| - target)^2 at x_hat between real and fake (`PenaltyFn`)."""
+    del axis_name
+    norms = input_gradient_norms(critic_fn, interpolate_with(real, fake, draws.alpha))
+    return penalty_from_norms(norms, target=target, one_sided=one_sided), norms
+
+
+def lp(
+    critic_fn: CriticFn, real: jax.Array, fake: jax.Array, draws: Draws, *,
+    target: float = 1.0, axis_name: str | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """WGAN-LP: the one-sided max(0, ||grad D(x_hat)|| - target)^2 (`PenaltyFn`)."""
+    return gp(critic_fn, real, fake, draws, target=target, axis_name=axis_name, one_sided=True)
+
+
+def r1(
+    critic_fn: CriticFn, real: jax.Array, fake: jax.Array, draws: Draws, *,
+    target: float = 1.0, axis_name: str | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """R1: ||grad D(real)||^2, zero-centred (`target` does not apply) (`PenaltyFn`)."""
+    del fake, draws, target, axis_name
+    norms = input_gradient_norms(critic_fn, real)
+    return jnp.mean(jnp.square(norms)), norms
+
+
+def dragan(
+    critic_fn: CriticFn, real: jax.Array, fake: jax.Array, draws: Draws, *,
+    target: float = 1.0, axis_name: str | None = None, scale: float = 0.5,
+) -> tuple[jax.Array, jax.Array]:
+    """DRAGAN around real data, perturbed by `scale` x the global spread (`PenaltyFn`)."""
+    del fake
+    if draws.noise is None:
+        raise ValueError("the dragan penalty needs draws.noise (uniform noise shaped like real)")
+    points = dragan_points(real, draws.noise, draws.alpha, global_std(real, axis_name), scale)
+    norms = input_gradient_norms(critic_fn, points)
+    return penalty_from_norms(norms, target=target), norms
+
+
+PENALTIES: dict[str, PenaltyFn] = {"gp": gp, "lp": lp, "r1": r1, "dragan": dragan}
+NOT_PENALTIES = ("clip", "none")
 
 
 class ClipWeightsState(NamedTuple):

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wgan_jax import fs, writers
+from wgan_jax import fs, plots
 from wgan_jax.errors import UserError
 
 _PARALLEL = 1e-6  # sin(angle) below this: the endpoints are (anti)parallel, interpolate linearly
@@ -86,7 +86,7 @@ def save_interpolation_png(path: str, images: np.ndarray) -> None:
     """`[rows, steps, H, W, C]` images in [-1, 1] as one PNG grid, a row per interpolation."""
     images = np.asarray(images)
     rows, steps = images.shape[:2]
-    writers.save_image_grid(path, images.reshape(rows * steps, *images.shape[2:]), ncols=steps)
+    plots.save_image_grid(path, images.reshape(rows * steps, *images.shape[2:]), ncols=steps)
 
 
 def save_interpolation_gif(
@@ -105,7 +105,7 @@ def save_interpolation_gif(
     factor = max(1, math.ceil(min_tile / images.shape[2]))
     frames = []
     for s in range(steps):
-        grid = writers._grid_rgb(images[:, s], ncols=rows)
+        grid = plots.grid_rgb(images[:, s], ncols=rows)
         grid = grid.repeat(factor, axis=0).repeat(factor, axis=1)
         width = max(grid.shape[1], steps)  # the bar grows by >= 1 px per frame
         grid = np.pad(grid, ((0, 0), (0, width - grid.shape[1]), (0, 0)))

@@ -11,12 +11,12 @@ import dataclasses
 from typing import Any
 
 import flax
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
 
+from wgan_jax.models.contract import Model, as_model
 from wgan_jax.penalties import clip_weights
 
 PyTree = Any
@@ -39,18 +39,42 @@ class TrainState:
 
 @dataclasses.dataclass(frozen=True)
 class GAN:
-    """The static parts of a run: the two Flax modules, their optimizers and the latent size.
+    """The static parts of a run: the two networks, their optimizers and the latent size.
 
-    Any Flax generator `G(z, train=...) -> x` and critic `D(x, train=...) -> scores [B]` work;
-    BatchNorm layers in the generator should use `axis_name="data"` so that their statistics
-    are those of the global batch.
+    `generator` and `critic` are anything `models.contract.as_model` accepts (an NNX or Linen
+    module, an `(init, apply)` pair, a `Model`) and are stored as `Model`s: a generator maps
+    latents `[B, z_dim]` to samples, a critic maps samples to scores `[B]`. Both optimizers
+    are wrapped in `optax.apply_if_finite` unless they already are, so a non-finite update is
+    skipped and counted whatever optimizer is given.
     """
 
-    generator: nn.Module
-    critic: nn.Module
+    generator: Model
+    critic: Model
     g_tx: optax.GradientTransformation
     d_tx: optax.GradientTransformation
     z_dim: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "generator", as_model(self.generator))
+        object.__setattr__(self, "critic", as_model(self.critic))
+        object.__setattr__(self, "g_tx", skip_nonfinite(self.g_tx))
+        object.__setattr__(self, "d_tx", skip_nonfinite(self.d_tx))
+
+
+NEVER_GIVE_UP = 2**30  # count skipped updates, never give up inside the step
+
+
+def skip_nonfinite(tx: optax.GradientTransformation) -> optax.GradientTransformation:
+    """`tx` wrapped in `optax.apply_if_finite` (never giving up), unless it already is.
+
+    "Already" means its state is an `ApplyIfFiniteState` (tested on an empty tree). Wrapping
+    twice would be harmless anyway: the outer guard sees a non-finite update first.
+    """
+    try:
+        wrapped = isinstance(tx.init({}), optax.ApplyIfFiniteState)
+    except Exception:  # noqa: BLE001 - an optimizer that needs real params: wrap it
+        wrapped = False
+    return tx if wrapped else optax.apply_if_finite(tx, max_consecutive_errors=NEVER_GIVE_UP)
 
 
 def _schedule(lr: float, kind: str, total_steps: int) -> optax.Schedule:
@@ -81,18 +105,7 @@ def make_optimizers(
     )
     if config.penalty == "clip":
         d_tx = optax.chain(d_tx, clip_weights(config.clip_value))
-    never = 2**30  # count skipped updates, never give up inside the step
-    return (
-        optax.apply_if_finite(g_tx, max_consecutive_errors=never),
-        optax.apply_if_finite(d_tx, max_consecutive_errors=never),
-    )
-
-
-def split_variables(variables: PyTree) -> tuple[PyTree, PyTree]:
-    """{"params": p, **rest} -> (p, rest)."""
-    variables = dict(variables)
-    params = variables.pop("params")
-    return params, variables
+    return skip_nonfinite(g_tx), skip_nonfinite(d_tx)
 
 
 def create_train_state(gan: GAN, data_shape: tuple[int, ...], seed: int, ema: bool) -> TrainState:
@@ -101,9 +114,8 @@ def create_train_state(gan: GAN, data_shape: tuple[int, ...], seed: int, ema: bo
     k_g, k_d, k_run = jax.random.split(root, 3)
     z = jnp.zeros((2, gan.z_dim), jnp.float32)
     x = jnp.zeros((2, *data_shape), jnp.float32)
-    g_params, g_state = split_variables(gan.generator.init(k_g, z, train=False))
-    d_params, d_state = split_variables(gan.critic.init(k_d, x, train=False))
-    g_state.pop("intermediates", None)
+    g_params, g_state = gan.generator.init(k_g, z)
+    d_params, d_state = gan.critic.init(k_d, x)
     return TrainState(
         step=jnp.zeros((), jnp.int32),
         g_params=g_params,
@@ -117,9 +129,10 @@ def create_train_state(gan: GAN, data_shape: tuple[int, ...], seed: int, ema: bo
     )
 
 
-def generate(
+def apply_generator(
     gan: GAN, state: TrainState, z: jax.Array, *, use_ema: bool = False
 ) -> jax.Array:
-    """Samples in data space from the generator in inference mode (running BN statistics)."""
+    """Latents `z` -> samples, the generator in inference mode (running BN statistics)."""
     params = state.ema_params if use_ema and state.ema_params is not None else state.g_params
-    return gan.generator.apply({"params": params, **state.g_state}, z, train=False)
+    out, _ = gan.generator.apply(params, state.g_state, z, train=False)
+    return out

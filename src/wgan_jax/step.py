@@ -1,17 +1,25 @@
 """The data-parallel train step: `n_critic` critic updates and one generator update, compiled once.
 
-The whole generator iteration is one jitted function: random numbers for the *global* batch
-are drawn first (so they do not depend on how the batch is split), then a `jax.shard_map` over
-the 1-D `data` mesh runs the critic updates in a `lax.scan` and the generator update.
-Parameters are replicated; every loss is a local mean turned global by `lax.pmean`, and the
-gradient is taken of that global loss. (Taking `pmean` of local gradients instead would be
-N times too large: with replicated parameters, JAX already sums the cotangents over devices.)
+`make_train_step(StepConfig(...), mesh, gan)` returns `step(state, real) -> (state, metrics)`,
+one jitted function per generator iteration, callable from any loop. Random numbers for the
+*global* batch (latents, the penalty's alphas and noise) are drawn first, so they do not depend
+on how the batch is split; then a `jax.shard_map` over the mesh's data axis runs the critic
+updates in a `lax.scan` and the generator update. Parameters are replicated; every loss is a
+local mean turned global by `lax.pmean`, and the gradient is taken of that global loss.
+(Taking `pmean` of local gradients instead would be N times too large: with replicated
+parameters, JAX already sums the cotangents over devices.)
+
+Networks that draw random numbers (dropout, noise injection) get a key per device
+(`fold_in(key, axis_index)`), critic step and pass, so no two devices or passes share numbers.
+Such a network's numbers therefore depend on the device count; networks without randomness
+give the same first iteration on 1 and on N devices (tests/test_exactness.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,182 +30,270 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from wgan_jax import diagnostics, losses, penalties
+from wgan_jax.errors import ConfigError
 from wgan_jax.state import GAN, TrainState
 
 AXIS = "data"
+DIAGNOSTICS_LEVELS = ("off", "basic", "full")
+NETWORK_STREAM = 0x6E6574  # fold_in tag of the networks' own random numbers ("net")
 Metrics = dict[str, jax.Array]
 
 
-def make_mesh(devices: list | None = None) -> Mesh:
-    """A 1-D mesh named `data` over all (or the given) devices."""
-    devices = jax.devices() if devices is None else devices
-    return jax.make_mesh(
-        (len(devices),), (AXIS,), axis_types=(jax.sharding.AxisType.Auto,), devices=devices
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+    """What the train step needs to know, explicitly (the trainer builds it from its config).
+
+    `penalty` is a name in `penalties.PENALTIES` ("gp", "lp", "r1", "dragan"), "clip" or
+    "none" (no penalty term), or your own `penalties.PenaltyFn`. `ema_decay` applies when the
+    state keeps EMA parameters. `diagnostics`: "off", "basic" or "full" (see README).
+    `axis_name` is the mesh axis the batch is split along.
+    """
+
+    n_critic: int = 5
+    loss: str = "wasserstein"
+    penalty: str | penalties.PenaltyFn = "gp"
+    penalty_weight: float = 10.0
+    penalty_target: float = 1.0
+    dragan_scale: float = 0.5
+    ema_decay: float = 0.0
+    diagnostics: str = "basic"
+    axis_name: str = AXIS
+
+    def __post_init__(self) -> None:
+        if self.loss not in losses.CRITIC_LOSSES:
+            raise ConfigError(f"StepConfig.loss={self.loss!r}: expected one of "
+                              f"{sorted(losses.CRITIC_LOSSES)}")
+        names = (*penalties.PENALTIES, *penalties.NOT_PENALTIES)
+        if not callable(self.penalty) and self.penalty not in names:
+            raise ConfigError(f"StepConfig.penalty={self.penalty!r}: expected one of "
+                              f"{list(names)} or a function (see penalties.PenaltyFn)")
+        if self.diagnostics not in DIAGNOSTICS_LEVELS:
+            raise ConfigError(f"StepConfig.diagnostics={self.diagnostics!r}: expected one of "
+                              f"{list(DIAGNOSTICS_LEVELS)}")
+        if self.n_critic < 1:
+            raise ConfigError(f"StepConfig.n_critic={self.n_critic}: must be at least 1")
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict) -> StepConfig:
+        """The step's settings from a run's config."""
+        return cls(
+            n_critic=config.n_critic, loss=config.loss, penalty=config.penalty,
+            penalty_weight=config.penalty_weight, penalty_target=config.penalty_target,
+            dragan_scale=config.dragan_scale, ema_decay=config.ema_decay,
+            diagnostics=config.diagnostics.level,
+        )
+
+    def penalty_fn(self) -> penalties.PenaltyFn | None:
+        """The penalty function to call, or None for "clip"/"none"."""
+        if callable(self.penalty):
+            return self.penalty
+        if self.penalty in penalties.NOT_PENALTIES:
+            return None
+        fn = penalties.PENALTIES[self.penalty]
+        if self.penalty == "dragan":
+            return lambda *args, **kw: fn(*args, **kw, scale=self.dragan_scale)
+        return fn
+
+    @property
+    def draws_noise(self) -> bool:
+        """Whether the penalty gets `draws.noise` (DRAGAN's and your own do)."""
+        return callable(self.penalty) or self.penalty == "dragan"
+
+
+class IterationDraws(NamedTuple):
+    """An iteration's random numbers for the global batch ([n_critic, B, ...] per critic step)."""
+
+    z_critic: jax.Array
+    alpha: jax.Array
+    noise: jax.Array  # [n_critic, B, *data] when the penalty uses noise, else [n_critic, B] zeros
+    z_generator: jax.Array
+
+
+def draw_iteration(
+    cfg: StepConfig, key: jax.Array, batch: int, data_shape: tuple[int, ...], z_dim: int
+) -> IterationDraws:
+    """The numbers the step draws from `key` = fold_in(state.rng, state.step)."""
+    k_zc, k_alpha, k_noise, k_zg = jax.random.split(key, 4)
+    n = cfg.n_critic
+    if cfg.draws_noise:
+        noise = jax.random.uniform(k_noise, (n, batch, *data_shape), jnp.float32)
+    else:
+        noise = jnp.zeros((n, batch), jnp.float32)
+    return IterationDraws(
+        z_critic=jax.random.normal(k_zc, (n, batch, z_dim), jnp.float32),
+        alpha=jax.random.uniform(k_alpha, (n, batch), jnp.float32),
+        noise=noise,
+        z_generator=jax.random.normal(k_zg, (batch, z_dim), jnp.float32),
     )
 
 
-def _apply(module, params, state, x, *, train: bool) -> tuple[jax.Array, Any]:
-    """Applies a module, returning the output and its updated non-param collections."""
-    mutable = [k for k in state if k != "intermediates"] if train else False
-    if mutable:
-        out, new_state = module.apply({"params": params, **state}, x, train=train, mutable=mutable)
-        return out, {**state, **new_state}
-    return module.apply({"params": params, **state}, x, train=train), state
+def make_mesh(devices: list | None = None, axis_name: str = AXIS) -> Mesh:
+    """A 1-D mesh named `axis_name` over all (or the given) devices."""
+    devices = jax.devices() if devices is None else devices
+    return jax.make_mesh(
+        (len(devices),), (axis_name,), axis_types=(jax.sharding.AxisType.Auto,), devices=devices
+    )
 
 
-def _to_varying(params):
+def _to_varying(params, axis: str):
     """Marks replicated params as per-device values once, at the top of a loss.
 
     Its transpose is the single all-reduce of the summed cotangent. Without it, every use of
     the params (real, fake and interpolated critic passes, the penalty's inner backward)
     gets its own implicit conversion and its own all-reduce: 3-4x the bytes.
     """
-    return jax.tree.map(lambda p: lax.pcast(p, AXIS, to="varying"), params)
+    return jax.tree.map(lambda p: lax.pcast(p, axis, to="varying"), params)
 
 
 def _nonfinite_count(opt_state, field: str = "total_notfinite") -> jax.Array:
     return getattr(opt_state, field, jnp.zeros((), jnp.int32))
 
 
+class _CriticParts(NamedTuple):
+    """The critic loss's local pieces (this device's examples), returned beside its value."""
+
+    loss: jax.Array
+    penalty: jax.Array
+    real_scores: jax.Array
+    fake_scores: jax.Array
+    norms: jax.Array | None
+    new_state: Any
+
+
 def make_train_step(
-    config: ml_collections.ConfigDict,
+    cfg: StepConfig,
     mesh: Mesh,
     gan: GAN,
-    data_shape: tuple[int, ...],
     *,
     unroll_critic: bool = False,
 ) -> Callable[[TrainState, jax.Array], tuple[TrainState, Metrics]]:
-    """Builds `step(state, real) -> (state, metrics)`; `real` is [n_critic, B, *data_shape].
+    """Builds `step(state, real) -> (state, metrics)`; `real` is [n_critic, B, ...].
 
-    `state` is donated. `metrics` are float32 scalars, already averaged over the global batch.
-    `unroll_critic` unrolls the critic loop (same function, longer compile): XLA's cost
+    `real` is split over `cfg.axis_name` of `mesh` (B divisible by its size); `state` is
+    replicated and donated. `metrics` are float32 scalars, already averaged over the global
+    batch. `unroll_critic` unrolls the critic loop (same function, longer compile): XLA's cost
     analysis counts a loop body once, so the benchmarks count FLOPs on the unrolled step.
     """
-    n_critic = config.n_critic
-    batch = config.global_batch_size
-    loss_name, penalty = config.loss, config.penalty
-    weight, target = config.penalty_weight, config.penalty_target
-    critic_loss_fn = losses.CRITIC_LOSSES[loss_name]
-    generator_loss_fn = losses.GENERATOR_LOSSES[loss_name]
-    ema_decay = config.ema_decay
-    diag_level = config.diagnostics.level
+    axis = cfg.axis_name
+    if axis not in mesh.axis_names:
+        raise ConfigError(f"StepConfig.axis_name={axis!r} is not an axis of the mesh "
+                          f"{dict(mesh.shape)}")
+    critic_loss_fn = losses.CRITIC_LOSSES[cfg.loss]
+    generator_loss_fn = losses.GENERATOR_LOSSES[cfg.loss]
+    penalty_fn = cfg.penalty_fn()
+    level = cfg.diagnostics
+    generator, critic = gan.generator, gan.critic
 
-    def critic_scores(d_params, d_state, x):
-        return _apply(gan.critic, d_params, d_state, x, train=True)
+    def eval_critic(d_params, d_state):
+        """The critic as a function of its input alone (inference mode), for penalties."""
+        return lambda x: critic.apply(d_params, d_state, x, train=False)[0]
+
+    def critic_loss(d_params, d_state, real, fake, draws, key):
+        d_params = _to_varying(d_params, axis)
+        real_scores, d_state_real = critic.apply(
+            d_params, d_state, real, train=True, rng=jax.random.fold_in(key, 1))
+        fake_scores, new_d_state = critic.apply(
+            d_params, d_state_real, fake, train=True, rng=jax.random.fold_in(key, 2))
+        loss = critic_loss_fn(real_scores, fake_scores)
+        if penalty_fn is None:
+            pen, norms, total = jnp.zeros((), jnp.float32), None, loss
+        else:
+            pen, norms = penalty_fn(eval_critic(d_params, d_state), real, fake, draws,
+                                    target=cfg.penalty_target, axis_name=axis)
+            total = loss + cfg.penalty_weight * pen
+        parts = _CriticParts(loss, pen, real_scores, fake_scores, norms, new_d_state)
+        return lax.pmean(total, axis), parts
+
+    def critic_metrics(parts: _CriticParts, grads, updates, d_params, d_state, real, fake):
+        metrics = lax.pmean({
+            "critic_loss": parts.loss,
+            "gradient_penalty": parts.penalty,
+            "d_real": _score_summary(parts.real_scores, cfg.loss),
+            "d_fake": _score_summary(parts.fake_scores, cfg.loss),
+            "wasserstein_estimate": jnp.mean(parts.real_scores) - jnp.mean(parts.fake_scores),
+        }, axis)
+        if level == "off":
+            return metrics
+        metrics["grad_norm/critic"] = diagnostics.global_norm(grads)
+        if parts.norms is not None:
+            metrics["input_grad_norm/interp_mean"] = lax.pmean(jnp.mean(parts.norms), axis)
+            metrics["input_grad_norm/interp_max"] = lax.pmax(jnp.max(parts.norms), axis)
+        if level == "full":
+            metrics.update(_layer_stats(grads, updates, d_params, "critic"))
+            for name, x in (("real", real), ("fake", fake)):
+                norms = penalties.input_gradient_norms(eval_critic(d_params, d_state), x)
+                metrics[f"input_grad_norm/{name}_mean"] = lax.pmean(jnp.mean(norms), axis)
+        return metrics
 
     def critic_update(carry, inputs):
         g_params, g_state, d_params, d_state, d_opt_state = carry
-        real, z, alpha, noise = inputs
-        fake, _ = _apply(gan.generator, g_params, g_state, z, train=True)
+        real, z, alpha, noise, key = inputs
+        fake, _ = generator.apply(g_params, g_state, z, train=True,
+                                  rng=jax.random.fold_in(key, 0))
         fake = lax.stop_gradient(fake)
-
-        def loss_fn(d_params):
-            d_params = _to_varying(d_params)
-            real_scores, new_d_state = critic_scores(d_params, d_state, real)
-            fake_scores, new_d_state = critic_scores(d_params, new_d_state, fake)
-            loss = critic_loss_fn(real_scores, fake_scores)
-
-            def score_fn(x):
-                return gan.critic.apply({"params": d_params, **d_state}, x, train=False)
-
-            if penalty in ("gp", "lp"):
-                norms = penalties.input_gradient_norms(
-                    score_fn, penalties.interpolate_with(real, fake, alpha)
-                )
-                pen = penalties.penalty_from_norms(norms, target=target, one_sided=penalty == "lp")
-            elif penalty == "dragan":
-                std = jnp.sqrt(
-                    lax.pmean(jnp.mean(jnp.square(real)), AXIS)
-                    - jnp.square(lax.pmean(jnp.mean(real), AXIS))
-                )
-                points = penalties.dragan_points(real, noise, alpha, std, config.dragan_scale)
-                norms = penalties.input_gradient_norms(score_fn, points)
-                pen = penalties.penalty_from_norms(norms, target=target)
-            elif penalty == "r1":
-                norms = penalties.input_gradient_norms(score_fn, real)
-                pen = jnp.mean(jnp.square(norms))
-            else:
-                norms, pen = None, jnp.zeros((), jnp.float32)
-            total = loss + weight * pen if penalty not in ("none", "clip") else loss
-            local = {
-                "critic_loss": loss,
-                "gradient_penalty": pen,
-                "d_real": _score_summary(real_scores, loss_name),
-                "d_fake": _score_summary(fake_scores, loss_name),
-                "wasserstein_estimate": jnp.mean(real_scores) - jnp.mean(fake_scores),
-            }
-            if norms is not None and diag_level != "off":
-                local["input_grad_norm/interp_mean"] = jnp.mean(norms)
-            aux = lax.pmean(lax.stop_gradient(local), AXIS)
-            if norms is not None and diag_level != "off":
-                aux["input_grad_norm/interp_max"] = lax.pmax(
-                    lax.stop_gradient(jnp.max(norms)), AXIS
-                )
-            return lax.pmean(total, AXIS), (aux, new_d_state)
-
-        (_, (aux, new_d_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(d_params)
+        draws = penalties.Draws(alpha, noise if cfg.draws_noise else None)
+        (_, parts), grads = jax.value_and_grad(critic_loss, has_aux=True)(
+            d_params, d_state, real, fake, draws, key)
         updates, d_opt_state = gan.d_tx.update(grads, d_opt_state, d_params)
-        if diag_level != "off":
-            aux["grad_norm/critic"] = diagnostics.global_norm(grads)
-        if diag_level == "full":
-            aux.update(_layer_stats(grads, updates, d_params, "critic"))
-
-            def score_fn(x):
-                return gan.critic.apply({"params": d_params, **d_state}, x, train=False)
-
-            for name, x in (("real", real), ("fake", fake)):
-                norms = penalties.input_gradient_norms(score_fn, x)
-                aux[f"input_grad_norm/{name}_mean"] = lax.pmean(jnp.mean(norms), AXIS)
+        metrics = critic_metrics(parts, grads, updates, d_params, d_state, real, fake)
         d_params = optax.apply_updates(d_params, updates)
-        return (g_params, g_state, d_params, new_d_state, d_opt_state), aux
+        return (g_params, g_state, d_params, parts.new_state, d_opt_state), metrics
 
-    def generator_update(state: TrainState, d_params, d_state, z, real):
-        full = diag_level == "full"
+    capture = level == "full" and generator.capture is not None
 
-        def loss_fn(g_params):
-            g_vars = {"params": _to_varying(g_params), **state.g_state}
-            mutable = [k for k in state.g_state if k != "intermediates"]
-            if full:
-                mutable.append("intermediates")
-            fake, new_g_state = gan.generator.apply(g_vars, z, train=True, mutable=mutable)
-            scores, _ = critic_scores(d_params, d_state, fake)
-            acts = new_g_state.pop("intermediates", {}) if full else {}
-            new_g_state = {**state.g_state, **new_g_state}
-            return lax.pmean(generator_loss_fn(scores), AXIS), (new_g_state, fake, acts)
+    def generator_loss(g_params, g_state, d_params, d_state, z, key):
+        g_params = _to_varying(g_params, axis)
+        g_key = jax.random.fold_in(key, 0)
+        if capture:
+            fake, new_g_state, acts = generator.capture(g_params, g_state, z, train=True,
+                                                        rng=g_key)
+        else:
+            (fake, new_g_state), acts = generator.apply(g_params, g_state, z, train=True,
+                                                        rng=g_key), {}
+        scores, _ = critic.apply(d_params, d_state, fake, train=True,
+                                 rng=jax.random.fold_in(key, 1))
+        return lax.pmean(generator_loss_fn(scores), axis), (new_g_state, fake, acts)
 
-        (loss, (new_g_state, fake, acts)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            state.g_params
-        )
-        updates, g_opt_state = gan.g_tx.update(grads, state.g_opt_state, state.g_params)
+    def generator_metrics(loss, grads, updates, g_params, fake, real, acts):
         metrics = {"generator_loss": loss}
-        if diag_level != "off":
-            metrics["grad_norm/generator"] = diagnostics.global_norm(grads)
-        if full:
-            metrics.update(_layer_stats(grads, updates, state.g_params, "generator"))
-            acts = lax.stop_gradient(acts)
-            relus = {k: v for k, v in _flat(acts).items() if "relu" in k}
-            tanhs = [v for k, v in _flat(acts).items() if "tanh" in k]
+        if level == "off":
+            return metrics
+        metrics["grad_norm/generator"] = diagnostics.global_norm(grads)
+        if level == "full":
+            metrics.update(_layer_stats(grads, updates, g_params, "generator"))
+            relus = {k: v for k, v in acts.items() if "relu" in k}
+            tanhs = [v for k, v in acts.items() if "tanh" in k]
             if relus:
-                metrics["dead_units/generator"] = diagnostics.dead_fraction(relus, AXIS)
+                metrics["dead_units/generator"] = diagnostics.dead_fraction(relus, axis)
             if tanhs:
                 metrics["saturated/generator"] = diagnostics.saturated_fraction(
-                    tanhs[0], axis_name=AXIS
-                )
-            metrics["diversity"] = diagnostics.pairwise_diversity(
-                lax.stop_gradient(fake), real, axis_name=AXIS
-            )
+                    tanhs[0], axis_name=axis)
+            metrics["diversity"] = diagnostics.pairwise_diversity(fake, real, axis_name=axis)
+        return metrics
+
+    def generator_update(state: TrainState, d_params, d_state, z, real, key):
+        (loss, (new_g_state, fake, acts)), grads = jax.value_and_grad(
+            generator_loss, has_aux=True
+        )(state.g_params, state.g_state, d_params, d_state, z, key)
+        updates, g_opt_state = gan.g_tx.update(grads, state.g_opt_state, state.g_params)
+        metrics = generator_metrics(loss, grads, updates, state.g_params,
+                                    lax.stop_gradient(fake), real, lax.stop_gradient(acts))
         g_params = optax.apply_updates(state.g_params, updates)
         return g_params, new_g_state, g_opt_state, metrics
 
-    def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen):
+    def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen, net_key):
+        net_key = jax.random.fold_in(net_key, lax.axis_index(axis))  # this device's numbers
+        critic_keys = jax.vmap(lambda i: jax.random.fold_in(net_key, i))(
+            jnp.arange(cfg.n_critic))
         carry = (state.g_params, state.g_state, state.d_params, state.d_state, state.d_opt_state)
         carry, critic_metrics = lax.scan(
-            critic_update, carry, (real, z_critic, alpha, noise),
-            unroll=n_critic if unroll_critic else 1,
+            critic_update, carry, (real, z_critic, alpha, noise, critic_keys),
+            unroll=cfg.n_critic if unroll_critic else 1,
         )
         _, _, d_params, d_state, d_opt_state = carry
         g_params, g_state, g_opt_state, metrics = generator_update(
-            state, d_params, d_state, z_gen, real[-1]
+            state, d_params, d_state, z_gen, real[-1],
+            jax.random.fold_in(net_key, cfg.n_critic),
         )
         metrics.update(jax.tree.map(jnp.mean, critic_metrics))
         if "input_grad_norm/interp_max" in critic_metrics:
@@ -213,7 +309,7 @@ def make_train_step(
         ).astype(jnp.float32)
         ema = state.ema_params
         if ema is not None:
-            decay = ema_warmup_decay(ema_decay, state.step)
+            decay = ema_warmup_decay(cfg.ema_decay, state.step)
             ema = jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p, ema, g_params)
         new_state = state.replace(
             step=state.step + 1,
@@ -227,29 +323,21 @@ def make_train_step(
         )
         return new_state, jax.tree.map(lambda m: m.astype(jnp.float32), metrics)
 
-    batch_spec = P(None, AXIS)
+    batch_spec = P(None, axis)
     mapped = jax.shard_map(
         sharded_step,
         mesh=mesh,
-        in_specs=(P(), batch_spec, batch_spec, batch_spec, batch_spec, P(AXIS)),
+        in_specs=(P(), batch_spec, batch_spec, batch_spec, batch_spec, P(axis), P()),
         out_specs=(P(), P()),
     )
 
-    def draw(key: jax.Array):
-        """The iteration's random numbers for the global batch (independent of the split)."""
-        k_zc, k_alpha, k_noise, k_zg = jax.random.split(key, 4)
-        z_critic = jax.random.normal(k_zc, (n_critic, batch, gan.z_dim), jnp.float32)
-        alpha = jax.random.uniform(k_alpha, (n_critic, batch), jnp.float32)
-        if penalty == "dragan":
-            noise = jax.random.uniform(k_noise, (n_critic, batch, *data_shape), jnp.float32)
-        else:
-            noise = jnp.zeros((n_critic, batch), jnp.float32)
-        z_gen = jax.random.normal(k_zg, (batch, gan.z_dim), jnp.float32)
-        return z_critic, alpha, noise, z_gen
-
     def step(state: TrainState, real: jax.Array) -> tuple[TrainState, Metrics]:
+        if real.shape[0] != cfg.n_critic:
+            raise ValueError(f"real has {real.shape[0]} critic batches along its first axis; "
+                             f"StepConfig.n_critic is {cfg.n_critic}")
         key = jax.random.fold_in(state.rng, state.step)
-        return mapped(state, real, *draw(key))
+        draws = draw_iteration(cfg, key, real.shape[1], real.shape[2:], gan.z_dim)
+        return mapped(state, real, *draws, jax.random.fold_in(key, NETWORK_STREAM))
 
     return jax.jit(step, donate_argnums=0)
 
@@ -262,12 +350,6 @@ def ema_warmup_decay(decay: float, step: jax.Array) -> jax.Array:
     """
     step = jnp.asarray(step, jnp.float32)
     return jnp.minimum(decay, (1.0 + step) / (10.0 + step))
-
-
-def _flat(tree) -> dict[str, jax.Array]:
-    """Sowed intermediates {"relu_0": (array,), ...} -> {"relu_0/0": array, ...}."""
-    return {jax.tree_util.keystr(path): leaf for path, leaf in
-            jax.tree_util.tree_leaves_with_path(tree)}
 
 
 def _layer_stats(grads, updates, params, name: str) -> Metrics:
