@@ -16,6 +16,7 @@ import re
 
 import ml_collections
 
+from wgan_jax.augment import parse_policy
 from wgan_jax.data.toy import MIXTURES
 from wgan_jax.errors import ConfigError
 from wgan_jax.health import default_health_config
@@ -61,6 +62,9 @@ def get_config_schema() -> ml_collections.ConfigDict:
     c.num_channels = 1
     c.skip_corrupt_images = False
     c.data_split = "train"  # tfds:NAME only: the split read, in TFDS syntax ("test", "train[:80%]")
+    c.dataset_size = 0  # image data: keep the first N examples of a fixed permutation; 0: all
+    c.augment = ""  # DiffAugment policy, e.g. "translation,cutout,color"; "": off
+    c.instance_noise = 0.0  # std of Gaussian noise on critic inputs, annealed to 0; 0: off
 
     c.loss = "wasserstein"
     c.penalty = "gp"
@@ -85,7 +89,7 @@ def get_config_schema() -> ml_collections.ConfigDict:
     c.model.width = 512  # MLP hidden width, or the base channel count (DIM) of conv nets
     c.model.depth = 3  # MLP hidden layers
     c.model.generator_norm = "none"  # "batch" (cross-replica) or "none"
-    c.model.critic_norm = "none"  # "none", "layer"; "batch" only without an input-gradient penalty
+    c.model.critic_norm = "none"  # "none", "layer", "spectral"; "batch" only without a penalty
     c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
     c.model.conv_impl = "auto"  # stride-2 convs: "auto", "matmul", "s2d" or "xla" (same function)
     # Your own networks: "my_pkg.nets:make_generator", a factory called with the run's config
@@ -181,13 +185,15 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     positive_int("plot_every", config.plot_every, 0)
     positive_int("checkpoint_every", config.checkpoint_every, 0)
     positive_int("eval_every", config.eval_every, 0)
+    positive_int("dataset_size", config.dataset_size, 0)
     positive_int("keep_checkpoints", config.keep_checkpoints)
     if config.global_batch_size % num_devices:
         _fail(
             "global_batch_size",
             f"{config.global_batch_size} is not divisible by the {num_devices} devices",
         )
-    for key in ("generator_lr", "critic_lr", "penalty_weight", "clip_value", "dragan_scale"):
+    for key in ("generator_lr", "critic_lr", "penalty_weight", "clip_value", "dragan_scale",
+                "instance_noise"):
         value = config[key]
         if not math.isfinite(value) or value < 0:
             _fail(key, f"must be a finite number >= 0, got {value!r}")
@@ -201,7 +207,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "compute_dtype": ("float32", "bfloat16"),
         "model.kind": MODEL_KINDS,
         "model.generator_norm": ("batch", "none"),
-        "model.critic_norm": ("none", "layer", "batch"),
+        "model.critic_norm": ("none", "layer", "spectral", "batch"),
         "model.critic_output": ("linear", "sigmoid"),
         "model.conv_impl": ("auto", "matmul", "s2d", "xla"),
         "diagnostics.level": ("off", "basic", "full"),
@@ -218,6 +224,8 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
             "'batch' couples the examples of a batch, so a per-example gradient penalty is "
             "wrong; use 'layer' or 'none'",
         )
+    if config.model.critic_norm == "spectral" and config.penalty == "clip":
+        _fail("model.critic_norm", "'spectral' together with penalty='clip' (weight clipping)")
     if config.model.critic_output == "sigmoid" and config.loss != "logistic":
         _fail("model.critic_output", "'sigmoid' needs loss='logistic'")
     for key in ("generator", "critic"):
@@ -229,6 +237,26 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     positive_int("model.depth", config.model.depth)
     _validate_dataset(config)
     _validate_eval(config)
+    _validate_small_data(config)
+
+
+def _validate_small_data(config: ml_collections.ConfigDict) -> None:
+    """`dataset_size` and `augment` need images; augment and instance noise wait for the step."""
+    toy = config.dataset.startswith("toy:")
+    if config.dataset_size and toy:
+        _fail("dataset_size", "toy data are drawn afresh every batch; there is no set to subset")
+    try:
+        policy = parse_policy(config.augment)
+    except ValueError as e:
+        _fail("augment", str(e))
+    if policy and toy:
+        _fail("augment", "DiffAugment needs image data, not toy data")
+    # The library pieces exist (wgan_jax.augment); refuse rather than silently ignore until the
+    # train step applies them.
+    if policy:
+        _fail("augment", "DiffAugment is not applied by the train step yet (library only)")
+    if config.instance_noise:
+        _fail("instance_noise", "instance noise is not applied by the train step yet")
 
 
 def _validate_dataset(config: ml_collections.ConfigDict) -> None:

@@ -247,7 +247,11 @@ def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
     source = sources.make_image_source(config)
     if len(source) == 0:
         raise DataError(f"{config.dataset}: the dataset is empty")
-    stream = ImageStream(source, seed)
+    # `dataset_size` restricts the training stream; reference examples (plots, in-training
+    # evaluation) still come from the whole data set.
+    size = config.dataset_size
+    train_source = images.SubsetSource(source, size) if size else source
+    stream = ImageStream(train_source, seed)
     per = rows.stop - rows.start
     dataset = (
         grain.MapDataset.range(_ENDLESS * n_critic * per)

@@ -57,6 +57,33 @@ class MappedSource:
         return self.fn(self.parent[index])
 
 
+SUBSET_SEED = 20_160_616  # the one fixed permutation `dataset_size` takes its examples from
+
+
+class SubsetSource:
+    """The first `size` examples of `parent` in a fixed permutation (`config.dataset_size`).
+
+    The permutation does not depend on the run's seed, so runs with different seeds train on the
+    same examples, and a smaller subset is part of every larger one.
+    """
+
+    def __init__(self, parent: Any, size: int) -> None:
+        if size > len(parent):
+            raise DataError(
+                f"config.dataset_size: {size} is more than the {len(parent)} examples of the data"
+            )
+        self.parent = parent
+        self.indices = np.random.default_rng(SUBSET_SEED).permutation(len(parent))[:size]
+        labels = getattr(parent, "labels", None)
+        self.labels = None if labels is None else np.asarray(labels)[self.indices]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return self.parent[int(self.indices[index])]
+
+
 def to_float(images: np.ndarray) -> np.ndarray:
     """uint8 pixels -> float32 in [-1, 1] (0 -> -1, 255 -> 1)."""
     return images.astype(np.float32) * np.float32(1.0 / 127.5) - np.float32(1.0)

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from wgan_jax.models.layers import DownConv, UpConv
+from wgan_jax.models.spectral import critic_layer
 
 _PROB_EPS = 1e-7  # a sigmoid output saturates like PyTorch's Sigmoid + BCELoss would
 
@@ -71,7 +72,7 @@ class DCGANCritic(nn.Module):
     """images [B, S, S, C] -> scores [B] (logits for the logistic loss)."""
 
     width: int = 64
-    norm: str = "none"  # "none", "layer", or "batch" (classic DCGAN baseline only)
+    norm: str = "none"  # "none", "layer", "spectral", or "batch" (classic DCGAN baseline only)
     output: str = "linear"  # "sigmoid": saturating probability output, returned as a logit
     axis_name: str | None = "data"
     conv_impl: str = "auto"
@@ -81,8 +82,11 @@ class DCGANCritic(nn.Module):
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
         n = _num_resamplings(x.shape[1])
         h = x.astype(self.dtype)
+        def layer(module: nn.Module, h: jax.Array) -> jax.Array:
+            return critic_layer(module, h, norm=self.norm, train=train, axis_name=self.axis_name)
+
         for i in range(n):
-            h = DownConv(self.width * 2**i, impl=self.conv_impl, dtype=self.dtype)(h)
+            h = layer(DownConv(self.width * 2**i, impl=self.conv_impl, dtype=self.dtype), h)
             if self.norm == "layer":
                 h = nn.LayerNorm(reduction_axes=(-3, -2, -1), dtype=self.dtype)(h)
             elif self.norm == "batch" and i > 0:
@@ -90,7 +94,8 @@ class DCGANCritic(nn.Module):
                     use_running_average=not train, axis_name=self.axis_name, dtype=self.dtype
                 )(h)
             h = nn.leaky_relu(h, 0.2)
-        out = nn.Dense(1, dtype=self.dtype)(h.reshape(h.shape[0], -1))[:, 0].astype(jnp.float32)
+        out = layer(nn.Dense(1, dtype=self.dtype), h.reshape(h.shape[0], -1))
+        out = out[:, 0].astype(jnp.float32)
         if self.output == "sigmoid":
             p = jnp.clip(jax.nn.sigmoid(out), _PROB_EPS, 1.0 - _PROB_EPS)
             out = jnp.log(p) - jnp.log1p(-p)

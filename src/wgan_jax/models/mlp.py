@@ -10,6 +10,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from wgan_jax.models.spectral import critic_layer
+
 
 class MLPGenerator(nn.Module):
     """z -> `depth` ReLU Dense layers of `width` -> Dense(out_dim); optional BatchNorm.
@@ -51,21 +53,29 @@ class MLPGenerator(nn.Module):
 
 
 class MLPCritic(nn.Module):
-    """x -> `depth` ReLU Dense layers of `width` -> Dense(1); scores of shape [B]."""
+    """x -> `depth` ReLU Dense layers of `width` -> Dense(1); scores of shape [B].
+
+    `norm="spectral"` normalises every Dense (see `wgan_jax.models.spectral`); `train` then
+    says whether the power-iteration state is updated.
+    """
 
     width: int = 512
     depth: int = 3
-    norm: str = "none"  # "none" or "layer"
+    norm: str = "none"  # "none", "layer" or "spectral"
     dtype: jnp.dtype = jnp.float32
+    axis_name: str | None = "data"  # the data-parallel axis (spectral norm's state only)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
-        del train
+        def dense(features: int, i: int, h: jax.Array) -> jax.Array:
+            layer = nn.Dense(features, dtype=self.dtype, name=f"Dense_{i}")
+            return critic_layer(layer, h, norm=self.norm, train=train, axis_name=self.axis_name)
+
         h = x.reshape(x.shape[0], -1).astype(self.dtype)
         for i in range(self.depth):
-            h = nn.Dense(self.width, dtype=self.dtype, name=f"Dense_{i}")(h)
+            h = dense(self.width, i, h)
             if self.norm == "layer":
                 h = nn.LayerNorm(dtype=self.dtype)(h)
             h = nn.relu(h)
-        out = nn.Dense(1, dtype=self.dtype, name=f"Dense_{self.depth}")(h)
+        out = dense(1, self.depth, h)
         return out[:, 0].astype(jnp.float32)

@@ -18,6 +18,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from wgan_jax.models.spectral import CRITIC_NORMS, critic_layer
+
 
 def _doublings(size_from: int, size_to: int) -> int:
     n = int(round(math.log2(size_to / size_from)))
@@ -102,6 +104,7 @@ class _CriticBlock(nn.Module):
     resample: str  # "first", "down" or "none"
     norm: str
     dtype: jnp.dtype
+    axis_name: str | None
 
     def _act(self, h: jax.Array) -> jax.Array:
         if self.norm == "layer":
@@ -109,8 +112,13 @@ class _CriticBlock(nn.Module):
         return nn.relu(h)
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        conv = lambda k: nn.Conv(self.features, (k, k), padding="SAME", dtype=self.dtype)  # noqa: E731
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        def conv(k: int):
+            layer = nn.Conv(self.features, (k, k), padding="SAME", dtype=self.dtype)
+            return lambda h: critic_layer(
+                layer, h, norm=self.norm, train=train, axis_name=self.axis_name
+            )
+
         if self.resample == "first":
             h = conv(3)(x)
             h = mean_pool(conv(3)(self._act(h)))
@@ -127,18 +135,25 @@ class ResNetCritic(nn.Module):
     """images [B, S, S, C] -> scores [B]. No BatchNorm (per-example gradient penalty)."""
 
     width: int = 128
-    norm: str = "none"  # "none" or "layer"
+    norm: str = "none"  # "none", "layer" or "spectral" (every conv and the Dense)
     dtype: jnp.dtype = jnp.float32
+    axis_name: str | None = "data"  # the data-parallel axis (spectral norm's state only)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
-        del train
-        if self.norm not in ("none", "layer"):
-            raise ValueError(f"ResNetCritic norm must be 'none' or 'layer', got {self.norm!r}")
+        if self.norm not in CRITIC_NORMS:
+            raise ValueError(
+                f"ResNetCritic norm must be one of {', '.join(CRITIC_NORMS)}, got {self.norm!r}"
+            )
         n = _doublings(8, x.shape[1])
         h = x.astype(self.dtype)
         kinds = ["first"] + ["down"] * (n - 1) + ["none", "none"]
         for i, kind in enumerate(kinds):
-            h = _CriticBlock(self.width, kind, self.norm, self.dtype, name=f"block_{i}")(h)
+            h = _CriticBlock(
+                self.width, kind, self.norm, self.dtype, self.axis_name, name=f"block_{i}"
+            )(h, train)
         h = nn.relu(h).mean(axis=(1, 2))
-        return nn.Dense(1, dtype=self.dtype)(h)[:, 0].astype(jnp.float32)
+        out = critic_layer(
+            nn.Dense(1, dtype=self.dtype), h, norm=self.norm, train=train, axis_name=self.axis_name
+        )
+        return out[:, 0].astype(jnp.float32)
