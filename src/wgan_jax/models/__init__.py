@@ -1,4 +1,5 @@
-"""Flax generators and critics; `build_models(config)` picks the pair a config names."""
+"""The built-in Flax Linen generators and critics; `build_models(config)` picks the pair a
+config names. Like any user network they reach the step through `models.contract.as_model`."""
 
 from __future__ import annotations
 
