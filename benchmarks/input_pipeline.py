@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from PIL import Image
 
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.input_pipeline import create_input_pipeline
 from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
@@ -39,7 +39,7 @@ def _sprites(root: str, n: int) -> None:
 
 
 def _config(dataset: str, size: int, channels: int, data_dir: str):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset, c.image_size, c.num_channels, c.data_dir = dataset, size, channels, data_dir
     c.model.kind, c.model.width, c.model.z_dim = "dcgan", 64, 128
     c.model.generator_norm, c.penalty_weight = "batch", 10.0

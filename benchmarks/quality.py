@@ -5,11 +5,12 @@
 
 Toy mixtures are reported in the PacGAN / VEEGAN table format (modes, high-quality %, reverse KL
 of the mode histogram, plus exact W1 and training wall time) next to the published numbers;
-image configs report modes / KL (stacked digits), FID, KID, precision and recall on the digit
-classifier's features, and the floor: the same metrics of real examples (an independent draw,
-not the reference set) against the reference. For `digits` the held-out split of the digit
-classifier is the reference too: generated samples and the training split against it
-("FID vs held-out" and the floor). Each run trains in this process with
+image configs report modes / KL (stacked digits), FID, KID, precision and recall on the
+features their evaluation names (`eval/fid_digits`: the digit classifier's features;
+`eval/fid_inception` with `eval.inception_weights`), and the floor: the same metrics of real
+examples (an independent draw, not the reference set) against the reference. For `digits`
+the held-out split of the digit classifier is the reference too: generated samples and the
+training split against it ("FID vs held-out" and the floor). Each run trains in this process with
 `wgan_jax.train.train_and_evaluate` and is evaluated with `wgan_jax.evaluation.evaluate_state`
 on the final checkpoint (EMA weights when the config keeps them). Wall time is the training
 time alone; say what else ran on the machine when you quote it.
@@ -57,7 +58,7 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     import shutil
 
     from wgan_jax.evaluation import evaluate_state, make_evaluator, reference_fn_for
-    from wgan_jax.sample import load_generator_state
+    from wgan_jax.runs import load_run
     from wgan_jax.train import train_and_evaluate
 
     config = load_config(name)
@@ -71,7 +72,7 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     t0 = time.monotonic()
     train_and_evaluate(config, workdir)
     wall = time.monotonic() - t0
-    config, gan, state, step = load_generator_state(workdir, "latest")
+    config, gan, state, step = load_run(workdir, "latest")
     if args.num_samples:
         config.eval.num_samples = args.num_samples
     evaluator = make_evaluator(config, reference_fn_for(config), seed=0)
@@ -107,8 +108,20 @@ def heldout_metrics(config, gan, state, seed: int) -> dict:
 
 
 def _renamed(prefix: str, metrics: dict) -> dict:
-    """{"eval/fid": v} -> {"<prefix>/fid": v}."""
+    """{"eval/fid_digits": v} -> {"<prefix>/fid_digits": v}."""
     return {f"{prefix}/{k.split('/')[-1]}": v for k, v in metrics.items()}
+
+
+def _feature_suffix(row: dict) -> str | None:
+    """"_digits" / "_inception" for a row of feature metrics ("" for rows written before the
+    feature space was in the names), None for a row without them."""
+    from wgan_jax.metrics.ranking import split_name
+
+    for key in row:
+        name, space = split_name(key)
+        if key.startswith("eval/") and name == "fid":
+            return f"_{space}" if space else ""
+    return None
 
 
 def _ms(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
@@ -137,22 +150,24 @@ def toy_table(rows: list[dict]) -> str:
 
 
 def image_table(rows: list[dict]) -> str:
-    lines = ["| Config | Method | Modes | KL | FID | FID vs held-out | FID floor (real vs real) | "
-             "KID | Precision | Recall | Train wall time (s) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| Config | Method | Features | Modes | KL | FID | FID vs held-out | "
+             "FID floor (real vs real) | KID | Precision | Recall | Train wall time (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["config"] for r in rows):
         rs = [r for r in rows if r["config"] == name]
+        f = _feature_suffix(rs[0]) or ""
 
         def col(key: str, digits: int = 3, rs=rs) -> str:
             return _ms([r[key] for r in rs], digits=digits) if key in rs[0] else "-"
 
         lines.append(
-            f"| {name} | wgan_jax ({len(rs)} seeds) | {col('eval/modes', 1)} | {col('eval/kl')}"
-            f" | {col('eval/fid')} | {col('heldout/fid')} | {col('floor/fid')}"
-            f" | {col('eval/kid', 4)}"
-            f" | {col('eval/precision')} | {col('eval/recall')} | {col('wall_seconds', 0)} |")
+            f"| {name} | wgan_jax ({len(rs)} seeds) | {f.lstrip('_') or '-'}"
+            f" | {col('eval/modes', 1)} | {col('eval/kl')}"
+            f" | {col(f'eval/fid{f}')} | {col(f'heldout/fid{f}')} | {col(f'floor/fid{f}')}"
+            f" | {col(f'eval/kid{f}', 4)} | {col(f'eval/precision{f}')}"
+            f" | {col(f'eval/recall{f}')} | {col('wall_seconds', 0)} |")
         for method, modes, kl in PUBLISHED.get(os.path.basename(name), []):
-            lines.append(f"| {name} | {method} | {modes} | {kl} | - | - | - | - | - | - | - |")
+            lines.append(f"| {name} | {method} | - | {modes} | {kl} | - | - | - | - | - | - | - |")
     return "\n".join(lines)
 
 
@@ -197,7 +212,7 @@ def main() -> None:
 def print_tables(rows: list[dict]) -> None:
     """The toy table and the image table of whichever rows there are."""
     toy = [r for r in rows if "eval/high_quality" in r]
-    images = [r for r in rows if "eval/fid" in r]
+    images = [r for r in rows if _feature_suffix(r) is not None]
     print()
     if toy:
         print(toy_table(toy))

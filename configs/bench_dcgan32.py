@@ -5,11 +5,11 @@ then to 3 channels with tanh; D = 4x4 stride-2 convs 3 -> DIM -> 2DIM -> 4DIM wi
 LeakyReLU(0.2), then Dense to 1. n_critic 5, lambda 10, Adam 1e-4 (0.5, 0.9).
 """
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "tfds:cifar10"
     c.image_size = 32
     c.num_channels = 3

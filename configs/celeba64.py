@@ -4,11 +4,11 @@ Needs CelebA prepared offline as array_record in the data dir:
 `tfds build celeb_a --data_dir=DIR --file_format=array_record`, then `--config.data_dir=DIR`.
 """
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "tfds:celeb_a"
     c.image_size = 64
     c.num_channels = 3

@@ -7,11 +7,11 @@ generator's climbs: `python -m wgan_jax.diagnose --workdir W` says so and what t
 `configs/rgba64_wgangp.py` trains the same data with WGAN-GP and stays healthy.
 """
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "digits"
     c.image_size = 64
     c.num_channels = 4

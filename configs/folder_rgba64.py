@@ -5,11 +5,11 @@ subfolders allowed, ignored) are converted once into an array_record dataset und
 grey/RGB files get an opaque alpha channel.
 """
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "folder:./sprites"
     c.image_size = 64
     c.num_channels = 4

@@ -8,11 +8,11 @@ of the generator (what gets evaluated). Measured numbers and wall times:
 `python benchmarks/quality.py --configs grid25`.
 """
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "toy:grid25"
     c.num_iterations = 20000
     c.global_batch_size = 256

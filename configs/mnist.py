@@ -5,11 +5,11 @@ Needs MNIST prepared offline as array_record in the data dir:
 `tfds build mnist --data_dir=DIR --file_format=array_record`, then `--config.data_dir=DIR`.
 """
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "tfds:mnist"
     c.image_size = 32
     c.num_channels = 1

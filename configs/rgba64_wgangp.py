@@ -1,10 +1,10 @@
 """The data of `dcgan_collapse.py` (64x64 RGBA digit sprites) with WGAN-GP: stays healthy."""
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "digits"
     c.image_size = 64
     c.num_channels = 4

@@ -8,11 +8,11 @@ of the generator weights, which is what gets evaluated. Measured numbers and wal
 `python benchmarks/quality.py --configs ring8`.
 """
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "toy:ring8"
     c.num_iterations = 20000
     c.global_batch_size = 256

@@ -6,11 +6,11 @@ on a laptop: nets of width 256 instead of 512, lr 1e-3 decayed linearly to 0 ove
 generator iterations instead of 1e-4 for 100,000 (decay sharpens the modes).
 """
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "toy:25gaussians"
     c.num_iterations = 1500
     c.global_batch_size = 256

@@ -1,11 +1,11 @@
 """WGAN-GP on the reference code's Swiss roll (gan_toy.py settings: 3 ReLU layers of 512, z of 2,
 lambda 0.1, n_critic 5, batch 256, Adam 1e-4 (0.5, 0.9)), evaluated every 1000 iterations."""
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "toy:swissroll"
     c.num_iterations = 3000
     c.global_batch_size = 256

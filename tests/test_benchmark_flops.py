@@ -10,7 +10,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
@@ -28,7 +28,7 @@ def _bench_module():
 
 
 def _setup(n_critic: int):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "toy:8gaussians"
     c.model.width = 32
     c.global_batch_size = 16

@@ -8,6 +8,7 @@ import os
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from conftest import REPO, run_module
 
@@ -171,3 +172,185 @@ def test_changed_model_is_a_user_error_and_moves_nothing(tmp_path):
         c.restore(wider)
     assert c.all_steps() == [1, 2] and not c.skipped
     c.close()
+
+
+# ---- faults: nothing is lost (issue 17) --------------------------------------------------
+
+
+def _two_checkpoints(workdir: str) -> None:
+    c = ckpt.Checkpointer(workdir, keep=3)
+    for step in (1, 2):
+        c.save(step, _state(step), {"position": step})
+    c.close()
+
+
+def _corrupt_newest_metadata(workdir: str) -> None:
+    with open(os.path.join(workdir, "checkpoints", "2", "state", "_METADATA"), "w") as f:
+        f.write("{")
+
+
+def test_checkpoint_that_cannot_be_moved_aside_is_kept(tmp_path, monkeypatch):
+    workdir = str(tmp_path)
+    _two_checkpoints(workdir)
+    _corrupt_newest_metadata(workdir)
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied", src)
+
+    monkeypatch.setattr(ckpt.fs, "rename", refuse)
+    c = ckpt.Checkpointer(workdir, keep=3)
+    with pytest.raises(UserError) as raised:
+        c.restore(_abstract())
+    message = str(raised.value)
+    assert "\n" not in message and "checkpoint 2" in message
+    assert "could not be moved aside" in message
+    assert "Permission denied" in message and "kept" in message
+    # Still there, in place, with all its files: nothing deleted, nothing half-moved.
+    assert os.path.isfile(os.path.join(workdir, "checkpoints", "2", "state", "_METADATA"))
+    assert not glob.glob(os.path.join(workdir, "checkpoints", "2.corrupt-*"))
+    assert c.all_steps() == [1, 2]
+    c.close()
+
+
+def _failing_json_reads(monkeypatch, errors: list[BaseException]) -> list[str]:
+    """The data item's reads raise `errors` one after another, then succeed; returns the
+    directories read."""
+    from orbax.checkpoint._src.handlers import json_checkpoint_handler as handler
+
+    original = handler.JsonCheckpointHandler.restore
+    calls: list[str] = []
+
+    def restore(self, directory, *args, **kwargs):
+        if os.path.basename(str(directory)) != "data":  # orbax's metrics use it too
+            return original(self, directory, *args, **kwargs)
+        calls.append(str(directory))
+        if errors:
+            raise errors.pop(0)
+        return original(self, directory, *args, **kwargs)
+
+    monkeypatch.setattr(handler.JsonCheckpointHandler, "restore", restore)
+    monkeypatch.setattr(ckpt, "READ_BACKOFF_SECONDS", 0.0)
+    return calls
+
+
+@pytest.mark.parametrize("error", [
+    OSError(5, "Input/output error"),
+    OSError(116, "Stale file handle"),
+    ValueError("UNAVAILABLE: Error reading local file: [OS error 5: Input/output error]"),
+])
+def test_transient_read_error_is_retried_and_the_same_checkpoint_used(
+    tmp_path, monkeypatch, error
+):
+    workdir = str(tmp_path)
+    _two_checkpoints(workdir)
+    calls = _failing_json_reads(monkeypatch, [error, error])
+    c = ckpt.Checkpointer(workdir, keep=3)
+    restored, data, step = c.restore(_abstract())
+    assert step == 2 and data["position"] == 2 and float(restored["w"][0, 0]) == 2.0
+    assert len(calls) == 3 and all("/2" in d for d in calls)
+    assert not c.skipped and c.all_steps() == [1, 2]
+    assert not glob.glob(os.path.join(workdir, "checkpoints", "*.corrupt-*"))
+    c.close()
+
+
+def test_persistent_read_error_stops_in_one_line_and_sets_nothing_aside(
+    tmp_path, monkeypatch, capsys
+):
+    from wgan_jax import cli
+
+    workdir = str(tmp_path)
+    _two_checkpoints(workdir)
+    calls = _failing_json_reads(monkeypatch, [OSError(5, "Input/output error")] * 100)
+    c = ckpt.Checkpointer(workdir, keep=3)
+    with pytest.raises(SystemExit) as exited:
+        cli.run_guarded(lambda: c.restore(_abstract()))
+    assert exited.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: checkpoint 2 in ") and "Input/output error" in line
+    assert "nothing was set aside" in line
+    # Checkpoint 2 was tried READ_ATTEMPTS times; checkpoint 1 was never used instead.
+    assert len(calls) == ckpt.READ_ATTEMPTS and all("/2" in d for d in calls)
+    assert not c.skipped and c.all_steps() == [1, 2]
+    assert not glob.glob(os.path.join(workdir, "checkpoints", "*.corrupt-*"))
+    c.close()
+
+
+def test_corrupt_array_bytes_are_found_and_the_previous_checkpoint_used(tmp_path):
+    """Flipped bytes inside the compressed array data read back without any error from the
+    file format (silently wrong weights); the fingerprint saved with the data finds them."""
+    workdir = str(tmp_path)
+    c = ckpt.Checkpointer(workdir, keep=3)
+    noise = {"w": jax.random.normal(jax.random.PRNGKey(0), (300, 40)),
+             "n": jnp.asarray(0, jnp.int32)}
+    for step in (1, 2):
+        c.save(step, jax.tree.map(lambda x, s=step: x + s, noise), {"position": step})
+    c.close()
+    files = glob.glob(os.path.join(workdir, "checkpoints", "2", "state", "ocdbt.process_*",
+                                   "d", "*"))
+    data_file = max(files, key=os.path.getsize)
+    size = os.path.getsize(data_file)
+    with open(data_file, "r+b") as f:
+        f.seek(size // 2)
+        chunk = f.read(16)
+        f.seek(size // 2)
+        f.write(bytes(b ^ 0xFF for b in chunk))
+
+    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    abstract = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), noise)
+    c = ckpt.Checkpointer(workdir, keep=3)
+    restored, data, step = c.restore(abstract)
+    assert step == 1 and data == {"position": 1}
+    np.testing.assert_array_equal(np.asarray(restored["w"]), np.asarray(noise["w"] + 1))
+    assert [s for s, _ in c.skipped] == [2] and "fingerprint" in c.skipped[0][1]
+    assert glob.glob(os.path.join(workdir, "checkpoints", "2.corrupt-*"))
+    c.close()
+
+
+def test_fingerprint_sees_any_single_change():
+    tree = {"f": jnp.linspace(-1, 1, 64, dtype=jnp.float32).reshape(8, 8),
+            "b": jnp.arange(6, dtype=jnp.bfloat16), "k": jnp.array([7, 9], jnp.uint32),
+            "m": jnp.array([True, False])}
+    base = ckpt.fingerprint(tree)
+    assert len(base) == 4 and base == ckpt.fingerprint(jax.tree.map(jnp.copy, tree))
+    for key, index in (("f", (3, 5)), ("b", 2), ("k", 1), ("m", 1)):
+        value = tree[key][index]
+        changed = tree[key].at[index].set(~value if key == "m" else value + 1)
+        assert ckpt.fingerprint({**tree, key: changed}) != base, key
+    swapped = tree["f"].at[0, 0].set(tree["f"][0, 1]).at[0, 1].set(tree["f"][0, 0])
+    assert ckpt.fingerprint({**tree, "f": swapped}) != base
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_disk_full_while_saving_is_one_line_and_keeps_committed_checkpoints(
+    tmp_path, monkeypatch
+):
+    import errno
+
+    from orbax.checkpoint._src.handlers import json_checkpoint_handler as handler
+
+    original = handler.JsonCheckpointHandler._save_fn
+
+    async def save_fn(self, item, directory):
+        if f"{os.sep}3." in str(directory):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return await original(self, item, directory)
+
+    monkeypatch.setattr(handler.JsonCheckpointHandler, "_save_fn", save_fn)
+    workdir = str(tmp_path)
+    c = ckpt.Checkpointer(workdir, keep=2)
+    c.save(1, _state(1), {"position": 1})
+    c.save(2, _state(2), {"position": 2})
+    c.save(3, _state(3), {"position": 3})  # fails in the background
+    with pytest.raises(UserError) as raised:
+        c.wait()
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("checkpoint 3 could not be written")
+    assert "No space left on device" in message and "newest committed: 2" in message
+    c.close()  # the failure was reported once; closing does not raise it again
+    monkeypatch.setattr(handler.JsonCheckpointHandler, "_save_fn", original)
+    reader = ckpt.Checkpointer(workdir, keep=2)
+    assert reader.all_steps() == [1, 2]  # retention deleted nothing for the failed save
+    restored, data, step = reader.restore(_abstract())
+    assert step == 2 and data == {"position": 2} and float(restored["w"][0, 0]) == 2.0
+    reader.close()

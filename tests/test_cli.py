@@ -50,8 +50,8 @@ def test_batch_not_divisible_by_devices(tmp_path):
 def test_config_file_with_unknown_key_and_missing_file(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "from wgan_jax.config import get_default_config\n"
-        "def get_config():\n    c = get_default_config()\n    c.n_critics = 3\n    return c\n"
+        "from wgan_jax.config import get_config_schema\n"
+        "def get_config():\n    c = get_config_schema()\n    c.n_critics = 3\n    return c\n"
     )
     workdir = str(tmp_path / "w")
     result = run_module(["wgan_jax.main", f"--config={bad}", f"--workdir={workdir}"])

@@ -11,7 +11,7 @@ CODE = r"""
 import json, sys
 import jax, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-from wgan_jax.config import apply_overrides, data_shape, get_default_config
+from wgan_jax.config import apply_overrides, data_shape, get_config_schema
 from wgan_jax.hlo_stats import allreduce_bytes
 from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
@@ -19,7 +19,7 @@ from wgan_jax.train import build_gan, replicate
 
 out = {}
 for name, overrides in json.loads(sys.argv[1]).items():
-    c = get_default_config()
+    c = get_config_schema()
     apply_overrides(c, overrides)
     mesh = make_mesh()
     shape = data_shape(c)

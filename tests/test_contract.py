@@ -16,7 +16,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from wgan_jax import penalties
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.errors import ConfigError
 from wgan_jax.models.contract import Model, as_model
 from wgan_jax.state import GAN, create_train_state, skip_nonfinite
@@ -103,7 +103,7 @@ def test_plain_pair_and_model_pass_through_and_junk_is_refused():
 
 
 def _config(**overrides):
-    c = get_default_config()
+    c = get_config_schema()
     c.model.width = 16
     c.global_batch_size = 8
     c.n_critic = 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.data import digits
 from wgan_jax.input_pipeline import create_input_pipeline
 from wgan_jax.step import make_mesh
@@ -31,7 +31,7 @@ def test_digits_images(size):
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
 def test_digits_pipeline(channels):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset, c.model.kind, c.image_size, c.num_channels = "digits", "dcgan", 32, channels
     c.global_batch_size, c.n_critic = 8, 3
     x = np.asarray(next(create_input_pipeline(c, make_mesh())))
@@ -52,7 +52,7 @@ def test_stacked_digits_source_and_labels():
 
 
 def test_stacked_digits_pipeline_with_labels():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset, c.model.kind, c.image_size, c.num_channels = "stacked_digits", "dcgan", 16, 3
     c.global_batch_size, c.n_critic = 8, 2
     it = create_input_pipeline(c, make_mesh())
@@ -69,7 +69,7 @@ def test_8px_stacked_digits_models(kind):
     from wgan_jax.config import data_shape, validate_config
     from wgan_jax.models import build_models
 
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset, c.model.kind, c.image_size, c.num_channels = "stacked_digits", kind, 8, 3
     c.model.z_dim, c.model.width = 8, 16
     validate_config(c, num_devices=1)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.data import folder
 from wgan_jax.errors import DataError
 from wgan_jax.input_pipeline import create_input_pipeline
@@ -29,7 +29,7 @@ def _write_images(root, n: int = 6) -> None:
 
 
 def _config(path, data_dir, channels: int = 4, size: int = 16):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = f"folder:{path}"
     c.data_dir = str(data_dir)
     c.model.kind, c.image_size, c.num_channels = "dcgan", size, channels

@@ -154,3 +154,24 @@ def test_recorded_health_events_are_judged_again_from_metrics(tmp_path, capsys):
     workdir = _workdir(tmp_path, _rows(), {"loss": "wasserstein", "penalty": "gp"}, [stale])
     assert diagnose.run(workdir, as_json=True) == 0
     assert json.loads(capsys.readouterr().out)["problems"] == []
+
+
+EXAMPLE = os.path.join("examples", "collapse_run")
+
+
+def test_readme_transcript_is_the_tools_output_on_the_shipped_example(capsys):
+    # examples/collapse_run holds the logs (config.json, metrics.jsonl, events.jsonl) of
+    # `python -m wgan_jax.main --config=configs/dcgan_collapse.py`; the README shows diagnose's
+    # report of it. After a change to the report, paste the output of
+    # `python -m wgan_jax.diagnose --workdir examples/collapse_run` into the README.
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(repo, "README.md")) as f:
+        readme = f.read()
+    command = f"$ python -m wgan_jax.diagnose --workdir {EXAMPLE}\n"
+    assert command in readme
+    shown = readme.split(command, 1)[1].split("\n```", 1)[0]
+    shown_report, status_line = shown.rsplit("\n$ echo $?\n", 1)
+    status = diagnose.run(os.path.join(repo, EXAMPLE), as_json=False)
+    printed = capsys.readouterr().out.replace(repo + os.sep, "")
+    assert printed.rstrip("\n") == shown_report
+    assert status == int(status_line) == 1

@@ -7,7 +7,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
@@ -17,7 +17,7 @@ CORE = {"critic_loss", "generator_loss", "wasserstein_estimate", "gradient_penal
 
 
 def _metric_keys(level: str) -> set[str]:
-    c = get_default_config()
+    c = get_config_schema()
     c.model.width = 16
     c.global_batch_size = 16
     c.n_critic = 1

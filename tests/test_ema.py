@@ -7,7 +7,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax.config import data_shape, get_default_config
+from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, ema_warmup_decay, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
@@ -20,7 +20,7 @@ def test_warmup_decay_values():
 
 
 def test_ema_after_two_steps_matches_the_closed_form():
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "toy:8gaussians"
     c.model.width = 16
     c.global_batch_size = 8

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from wgan_jax import evaluation
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.data import toy
 from wgan_jax.evaluation import EarlyStopping, make_early_stopping, make_evaluator
 
 
 def _config(dataset: str, **kw):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = dataset
     c.eval.num_samples = 1000
     for key, value in kw.items():
@@ -84,14 +84,14 @@ def test_digits_real_vs_real_small_real_vs_noise_large(data_dir, digits_data):
     config = _config("digits", image_size=16, data_dir=str(data_dir))
     config.eval.num_samples = 800
     ev = make_evaluator(config, lambda n, seed: half_a[:n], kid_subsets=10)
-    assert ev.kind == "digits" and ev.default_metric == "eval/fid"
+    assert ev.kind == "digits" and ev.default_metric == "eval/fid_digits"
     real = ev(half_b)
     assert set(real) == set(ev.metric_names())
     noise = ev(np.random.default_rng(1).uniform(-1, 1, half_b.shape).astype(np.float32))
-    assert real["eval/fid"] * 10 < noise["eval/fid"]
-    assert real["eval/kid"] < noise["eval/kid"]
-    assert real["eval/precision"] > 0.5 and real["eval/recall"] > 0.5
-    assert noise["eval/precision"] < 0.05 and noise["eval/coverage"] < 0.05
+    assert real["eval/fid_digits"] * 10 < noise["eval/fid_digits"]
+    assert real["eval/kid_digits"] < noise["eval/kid_digits"]
+    assert real["eval/precision_digits"] > 0.5 and real["eval/recall_digits"] > 0.5
+    assert noise["eval/precision_digits"] < 0.05 and noise["eval/coverage_digits"] < 0.05
     assert (data_dir / "digits_classifier_v1.npz").exists()  # cached under config.data_dir
 
 
@@ -113,7 +113,7 @@ def test_stacked_digits_modes_and_kl(data_dir, digits_data):
     collapsed = ev(stack(ones[np.random.default_rng(3).integers(0, len(ones), (2000, 3))]))
     assert collapsed["eval/modes"] < 10
     assert collapsed["eval/kl"] > diverse["eval/kl"] + 4
-    assert collapsed["eval/fid"] > diverse["eval/fid"]
+    assert collapsed["eval/fid_digits"] > diverse["eval/fid_digits"]
 
 
 def test_rgb_without_inception_weights_warns_and_returns_none(caplog):
@@ -200,4 +200,5 @@ def test_inception_kind_wiring():
         inception=evaluation._ThreeChannels(fake_extractor), kid_subsets=5)
     out = ev(rng.uniform(-1, 1, (300, 8, 8, 4)).astype(np.float32))
     assert set(out) == set(ev.metric_names()) and "eval/is" in out
-    assert out["eval/fid"] < ev(np.zeros((300, 8, 8, 4), np.float32))["eval/fid"]
+    zeros = ev(np.zeros((300, 8, 8, 4), np.float32))
+    assert out["eval/fid_inception"] < zeros["eval/fid_inception"]

@@ -12,7 +12,7 @@ RUN = r"""
 import json, sys
 import jax, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-from wgan_jax.config import apply_overrides, data_shape, get_default_config
+from wgan_jax.config import apply_overrides, data_shape, get_config_schema
 from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
@@ -37,7 +37,7 @@ def run(c, out, iters=3):
 
 results = {}
 for name, overrides in json.loads(sys.argv[1]).items():
-    c = get_default_config()
+    c = get_config_schema()
     apply_overrides(c, overrides)
     results[name] = run(c, sys.argv[2] + name + ".npy")
 print(json.dumps(results))

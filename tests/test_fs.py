@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import diagnose, fs, writers
+from wgan_jax import diagnose, fs, plots, records
 from wgan_jax.errors import UserError
 
 
@@ -126,45 +126,45 @@ def test_remote_write_read_list_rename(remote):
 
 def test_remote_metric_writer_appends_in_order_and_resumes(remote, caplog):
     with caplog.at_level(logging.INFO, logger="wgan_jax"):
-        w = writers.MetricWriter(remote, tensorboard=True)
+        w = records.MetricWriter(remote, tensorboard=True)
     assert [r.message for r in caplog.records if "TensorBoard is off" in r.message]
     for step in range(1, 6):
         w.write_scalars(step, {"critic_loss": float(step), "nan": float("nan")})
         # Each write is flushed: the object holds every line so far.
-        assert len(writers.read_jsonl(w.metrics_path)) == step
+        assert len(records.read_jsonl(w.metrics_path)) == step
     w.write_event({"step": 2, "rule": "loss_spike"})
     w.write_event({"step": 4, "rule": "resume"})
     w.write_histograms(5, {"x": np.ones(3)})  # no TensorBoard: no-ops
     w.write_images(5, "samples", np.zeros((1, 4, 4, 1)))
     w.close()
-    rows = writers.read_jsonl(fs.join(remote, writers.METRICS_FILE))
+    rows = records.read_jsonl(fs.join(remote, records.METRICS_FILE))
     assert [(r["step"], r["critic_loss"], r["nan"]) for r in rows] == [
         (s, float(s), None) for s in range(1, 6)
     ]
-    assert [e["step"] for e in writers.read_jsonl(fs.join(remote, writers.EVENTS_FILE))] == [2, 4]
+    assert [e["step"] for e in records.read_jsonl(fs.join(remote, records.EVENTS_FILE))] == [2, 4]
     assert not [n for n in fs.listdir(remote) if n.startswith("events.out")]
 
     # Resume from step 3: later lines go, then appending continues after the kept ones.
-    w = writers.MetricWriter(remote, tensorboard=False, resume_step=3)
+    w = records.MetricWriter(remote, tensorboard=False, resume_step=3)
     w.write_scalars(4, {"critic_loss": 40.0})
     w.write_event({"step": 4, "rule": "resume"})
     w.close()
-    rows = writers.read_jsonl(fs.join(remote, writers.METRICS_FILE))
+    rows = records.read_jsonl(fs.join(remote, records.METRICS_FILE))
     assert [(r["step"], r["critic_loss"]) for r in rows] == [(1, 1.0), (2, 2.0), (3, 3.0),
                                                             (4, 40.0)]
-    assert [e["step"] for e in writers.read_jsonl(w.events_path)] == [2, 4]
+    assert [e["step"] for e in records.read_jsonl(w.events_path)] == [2, 4]
 
 
 def test_remote_images_and_plots(remote):
     path = fs.join(remote, "samples", "step_0000001.png")
-    writers.save_image_grid(path, np.zeros((4, 8, 8, 3), np.float32))
+    plots.save_image_grid(path, np.zeros((4, 8, 8, 3), np.float32))
     image = Image.open(io.BytesIO(fs.read_bytes(path)))
     assert image.format == "PNG" and image.mode == "RGB"
-    w = writers.MetricWriter(remote, tensorboard=False)
+    w = records.MetricWriter(remote, tensorboard=False)
     for step in (1, 2, 3):
         w.write_scalars(step, {"critic_loss": -step, "generator_loss": step})
     w.close()
-    written = writers.update_plots(remote)
+    written = records.update_plots(remote)
     assert written == [fs.join(remote, "plots", "losses.png")]
     assert fs.read_bytes(written[0]).startswith(b"\x89PNG")
 
@@ -193,7 +193,7 @@ def test_remote_workdir_lock_is_skipped_with_one_info_line(remote, caplog):
 
 def test_diagnose_reads_a_remote_workdir(remote):
     fs.write_atomic(fs.join(remote, "config.json"), json.dumps({"loss": "wasserstein"}))
-    w = writers.MetricWriter(remote, tensorboard=False)
+    w = records.MetricWriter(remote, tensorboard=False)
     for step in range(1, 4):
         w.write_scalars(step, {"critic_loss": -1.0, "generator_loss": 1.0,
                                "wasserstein_estimate": 1.0, "gradient_penalty": 0.01})

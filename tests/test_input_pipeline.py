@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.data import toy
 from wgan_jax.input_pipeline import ImageStream, _GlobalIndex, create_input_pipeline, local_data
 from wgan_jax.step import make_mesh
 
 
 def _config(dataset: str = "digits", **overrides):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = dataset
     if dataset.startswith("toy:"):
         c.model.kind = "mlp"

@@ -3,7 +3,7 @@
 Each run is a subprocess with `XLA_FLAGS=--xla_force_host_platform_device_count=N` (gloo CPU
 collectives). A worker runs the trainer's own pieces (pipeline, state, step) and dumps the
 generator parameters each process holds; the CLI runs `wgan_jax.main` with the multi-host
-flags and its checkpoint is read back with `wgan_jax.sample.load_generator_state`.
+flags and its checkpoint is read back with `wgan_jax.runs.load_run`.
 """
 
 from __future__ import annotations
@@ -141,9 +141,9 @@ def test_cli_two_processes_checkpoint_equals_one_process(tmp_path, one_process_f
 
     import jax
 
-    from wgan_jax.sample import load_generator_state
+    from wgan_jax.runs import load_run
 
-    _, _, state, step = load_generator_state(str(workdir))
+    _, _, state, step = load_run(str(workdir))
     assert step == ITERATIONS
     leaves = jax.tree_util.tree_leaves_with_path(state.g_params)
     params = {jax.tree_util.keystr(k): np.asarray(v) for k, v in leaves}

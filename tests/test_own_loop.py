@@ -167,13 +167,13 @@ def test_readme_linen_and_plain_networks_are_the_ones_trained(marker, g_names, d
     import jax
     import jax.numpy as jnp
 
-    from wgan_jax.config import get_default_config
+    from wgan_jax.config import get_config_schema
     from wgan_jax.models.contract import as_model
     from wgan_jax.train import train_and_evaluate
 
     namespace: dict = {}
     exec(compile(_readme_block(marker), "README.md", "exec"), namespace)
-    config = get_default_config()
+    config = get_config_schema()
     config.dataset = "toy:8gaussians"
     config.num_iterations = 2
     config.global_batch_size = 16

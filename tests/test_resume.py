@@ -21,7 +21,7 @@ from jax.experimental.compilation_cache import compilation_cache as cc
 
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import input_pipeline, train
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.errors import UserError
 from wgan_jax.step import make_mesh
 
@@ -31,25 +31,39 @@ TINY = {
     "sample_every": 0, "plot_every": 0, "diagnostics.level": "off",
 }
 
-# Run in a fresh interpreter: sys.argv[1] = workdir, [2] = overrides JSON, [3] = kill position.
+# A run in a fresh interpreter: argv[1] = workdir, [2] = config overrides (JSON), [3] = faults
+# (JSON): {"kill_at": position} SIGKILLs before serving that data position,
+# {"kill_in_save": step} SIGKILLs while checkpoint `step` is being written (its data item
+# written, the checkpoint not committed), {"enospc_at": step} makes writing checkpoint `step`
+# fail with "No space left on device". Exits as `wgan_jax.main` does (UserError: one line, 2).
 SCRIPT = r"""
-import json, os, signal, sys
-from wgan_jax import cli, input_pipeline, train, writers
-from wgan_jax.config import get_default_config
+import errno, json, os, signal, sys
+from orbax.checkpoint._src.handlers import json_checkpoint_handler as handler
+from wgan_jax import cli, input_pipeline, records, train
+from wgan_jax.config import get_config_schema
 
 cli.setup_logging(True)
+workdir, overrides, faults = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+config = get_config_schema()
+for key, value in overrides.items():
+    node = config
+    *parents, leaf = key.split(".")
+    for p in parents:
+        node = node[p]
+    node[leaf] = value
 
-def config(overrides):
-    c = get_default_config()
-    for key, value in overrides.items():
-        node = c
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = value
-    return c
+original_save = handler.JsonCheckpointHandler._save_fn
 
-kill_at = int(sys.argv[3])
+async def save_fn(self, item, directory):
+    target = f"{os.sep}{faults.get('enospc_at', faults.get('kill_in_save'))}."
+    if target in str(directory) and "enospc_at" in faults:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    result = await original_save(self, item, directory)
+    if target in str(directory) and "kill_in_save" in faults and "position" in item:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return result
+
+handler.JsonCheckpointHandler._save_fn = save_fn
 create = input_pipeline.create_input_pipeline
 
 class Killing:
@@ -60,19 +74,20 @@ class Killing:
     def __iter__(self):
         return self
     def __next__(self):
-        if self.it.position == kill_at:
+        if self.it.position == faults.get("kill_at"):
             os.kill(os.getpid(), signal.SIGKILL)
         return next(self.it)
 
 input_pipeline.create_input_pipeline = lambda c, mesh: Killing(create(c, mesh))
 train._Sampler.save = lambda *a, **k: ""
-writers.update_plots = lambda *a, **k: []
-print(json.dumps(train.train_and_evaluate(config(json.loads(sys.argv[2])), sys.argv[1])["step"]))
+records.update_plots = lambda *a, **k: []
+sys.exit(cli.run_guarded(
+    lambda: print(json.dumps(train.train_and_evaluate(config, workdir)["step"]))))
 """
 
 
 def make_config(**overrides):
-    c = get_default_config()
+    c = get_config_schema()
     for key, value in {**TINY, **overrides}.items():
         node = c
         *parents, leaf = key.split(".")
@@ -120,7 +135,8 @@ def compilation_cache(tmp_path_factory):
 
 def _script(workdir: str, overrides: dict, kill_at: int = -1, devices: int = 1):
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, workdir, json.dumps({**TINY, **overrides}), str(kill_at)],
+        [sys.executable, "-c", SCRIPT, workdir, json.dumps({**TINY, **overrides}),
+         json.dumps({"kill_at": kill_at})],
         capture_output=True, text=True, timeout=1200, env=_env(devices), cwd=REPO,
     )
 
@@ -129,7 +145,7 @@ def _script(workdir: str, overrides: dict, kill_at: int = -1, devices: int = 1):
 def no_pictures(monkeypatch):
     """Samples and plots are not under test here; skip them to keep the runs short."""
     monkeypatch.setattr(train._Sampler, "save", lambda *a, **k: "")
-    monkeypatch.setattr(train.writers, "update_plots", lambda *a, **k: [])
+    monkeypatch.setattr(train.records, "update_plots", lambda *a, **k: [])
 
 
 def final_state(workdir: str, config, step: int | None = None):
@@ -213,14 +229,14 @@ def test_sigterm_saves_exits_zero_and_resumes(tmp_path):
     assert any(e["rule"] == "resume" and e["step"] == stopped for e in events(workdir))
 
     # The sample CLI reads the same manager: latest, or a step; best needs an evaluation.
-    from wgan_jax import sample
+    from wgan_jax import runs
 
     for which, expected in (("latest", stopped + 2), (str(stopped), stopped)):
-        _, gan, state, step = sample.load_generator_state(workdir, which)
+        _, gan, state, step = runs.load_run(workdir, which)
         assert step == expected
-    assert sample.generate_samples(gan, state, 7, seed=0).shape == (7, 2)
+    assert runs.generate_samples(gan, state, 7, seed=0).shape == (7, 2)
     with pytest.raises(UserError, match="no best checkpoint"):
-        sample.load_generator_state(workdir, "best")
+        runs.load_run(workdir, "best")
 
 
 def test_elastic_restore_between_1_and_8_devices(tmp_path):

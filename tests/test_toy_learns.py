@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 from wgan_jax.metrics import toy_mixture, toy_mode_metrics
-from wgan_jax.sample import generate_samples, load_generator_state
+from wgan_jax.runs import generate_samples, load_run
 from wgan_jax.train import train_and_evaluate
 
 
 def test_short_toy_25gaussians_run_covers_most_modes(tmp_path):
-    c = get_default_config()
+    c = get_config_schema()
     c.dataset = "toy:25gaussians"
     c.model.width = 128
     c.num_iterations = 500
@@ -21,7 +21,7 @@ def test_short_toy_25gaussians_run_covers_most_modes(tmp_path):
     c.sample_every = c.plot_every = 0
     summary = train_and_evaluate(c, str(tmp_path))
     assert summary["step"] == 500
-    _, gan, state, step = load_generator_state(str(tmp_path))
+    _, gan, state, step = load_run(str(tmp_path))
     samples = generate_samples(gan, state, 2500, seed=0)
     centres, std = toy_mixture("25gaussians")
     result = toy_mode_metrics(samples, centres, std)

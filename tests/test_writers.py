@@ -1,4 +1,4 @@
-"""Tests for wgan_jax.writers: JSONL logs, resume truncation, PNGs, TensorBoard records."""
+"""Tests for wgan_jax.records and wgan_jax.plots: JSONL logs, resume truncation, PNGs, TB."""
 
 import glob
 import json
@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from tensorboardX.proto import event_pb2
 
-from wgan_jax import writers
+from wgan_jax import plots, records
 
 
 def _tb_events(workdir):
@@ -41,7 +41,7 @@ def _tb_scalars(workdir):
 
 
 def test_jsonl_lines_and_nonfinite_as_null(tmp_path):
-    w = writers.MetricWriter(str(tmp_path), tensorboard=False)
+    w = records.MetricWriter(str(tmp_path), tensorboard=False)
     w.write_scalars(1, {"critic_loss": np.float32(0.5), "generator_loss": 2})
     w.write_scalars(2, {"critic_loss": float("nan"), "generator_loss": float("inf")})
     w.write_event({"step": 2, "rule": "nonfinite", "evidence": {"x": float("nan")}})
@@ -57,11 +57,10 @@ def test_jsonl_lines_and_nonfinite_as_null(tmp_path):
 
 
 def test_disabled_writer_writes_nothing(tmp_path):
-    w = writers.MetricWriter(str(tmp_path / "run"), enabled=False)
+    w = records.MetricWriter(str(tmp_path / "run"), enabled=False)
     w.write_scalars(1, {"a": 1.0})
     w.write_event({"step": 1})
     w.write_images(1, "x", np.zeros((1, 4, 4, 1)))
-    w.flush()
     w.close()
     assert not (tmp_path / "run").exists()
 
@@ -69,30 +68,30 @@ def test_disabled_writer_writes_nothing(tmp_path):
 def test_read_jsonl_tolerates_truncated_last_line(tmp_path):
     path = tmp_path / "m.jsonl"
     path.write_text('{"step": 1, "a": 1}\n{"step": 2, "a": 2}\n{"step": 3, "a"')
-    assert writers.read_jsonl(str(path)) == [{"step": 1, "a": 1}, {"step": 2, "a": 2}]
+    assert records.read_jsonl(str(path)) == [{"step": 1, "a": 1}, {"step": 2, "a": 2}]
     with pytest.raises(FileNotFoundError):
-        writers.read_jsonl(str(tmp_path / "missing.jsonl"))
+        records.read_jsonl(str(tmp_path / "missing.jsonl"))
 
 
 def test_resume_truncates_logs_after_resume_step(tmp_path):
-    w = writers.MetricWriter(str(tmp_path), tensorboard=False)
+    w = records.MetricWriter(str(tmp_path), tensorboard=False)
     for step in (10, 20, 30, 40):
         w.write_scalars(step, {"a": float(step)})
         w.write_event({"step": step, "rule": "r"})
     w.close()
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write('{"step": 50, "a"')  # killed mid-write
-    w = writers.MetricWriter(str(tmp_path), tensorboard=False, resume_step=20)
+    w = records.MetricWriter(str(tmp_path), tensorboard=False, resume_step=20)
     w.write_scalars(30, {"a": -1.0})
     w.close()
-    rows = writers.read_jsonl(str(tmp_path / "metrics.jsonl"))
+    rows = records.read_jsonl(str(tmp_path / "metrics.jsonl"))
     assert [(r["step"], r["a"]) for r in rows] == [(10, 10.0), (20, 20.0), (30, -1.0)]
-    assert [e["step"] for e in writers.read_jsonl(str(tmp_path / "events.jsonl"))] == [10, 20]
+    assert [e["step"] for e in records.read_jsonl(str(tmp_path / "events.jsonl"))] == [10, 20]
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
 
 
 def test_tensorboard_scalars_histograms_images(tmp_path):
-    w = writers.MetricWriter(str(tmp_path))
+    w = records.MetricWriter(str(tmp_path))
     w.write_scalars(5, {"critic_loss": 1.5, "grad_norm/critic": 0.25})
     w.write_histograms(5, {"weights": np.random.default_rng(0).normal(size=100)})
     w.write_images(5, "samples", np.zeros((4, 8, 8, 4)))
@@ -112,7 +111,7 @@ def test_tensorboard_scalars_histograms_images(tmp_path):
 def test_save_image_grid(tmp_path, channels, mode):
     images = np.linspace(-1, 1, 5 * 6 * 6 * channels).reshape(5, 6, 6, channels)
     path = tmp_path / "sub" / "grid.png"
-    writers.save_image_grid(str(path), images, ncols=3, min_tile=1)
+    plots.save_image_grid(str(path), images, ncols=3, min_tile=1)
     with Image.open(path) as image:
         assert image.mode == mode
         assert image.size == (3 * 8 + 2, 2 * 8 + 2)
@@ -121,7 +120,7 @@ def test_save_image_grid(tmp_path, channels, mode):
     expected = np.round((images[0] + 1) * 127.5).astype(np.uint8)
     np.testing.assert_array_equal(first.reshape(expected.shape), expected)
     # By default small images are enlarged (6 px -> 6 x 6 = 36 px tiles), pixel for pixel.
-    writers.save_image_grid(str(path), images, ncols=3)
+    plots.save_image_grid(str(path), images, ncols=3)
     with Image.open(path) as image:
         assert image.size == (3 * 38 + 2, 2 * 38 + 2)
         big = np.asarray(image)[2:38, 2:38].reshape(36, 36, channels)
@@ -130,11 +129,11 @@ def test_save_image_grid(tmp_path, channels, mode):
 
 def test_save_scatter_and_update_plots(tmp_path):
     rng = np.random.default_rng(0)
-    writers.save_scatter(str(tmp_path / "s.png"), rng.normal(size=(50, 2)),
+    plots.save_scatter(str(tmp_path / "s.png"), rng.normal(size=(50, 2)),
                          rng.normal(size=(80, 2)), title="step 1")
     with Image.open(tmp_path / "s.png") as image:
         assert image.size[0] > 100
-    w = writers.MetricWriter(str(tmp_path), tensorboard=False)
+    w = records.MetricWriter(str(tmp_path), tensorboard=False)
     for step in range(0, 200, 10):
         w.write_scalars(step, {
             "critic_loss": -1.0 / (step + 1), "generator_loss": 0.5, "wasserstein_estimate": 1.0,
@@ -145,7 +144,7 @@ def test_save_scatter_and_update_plots(tmp_path):
         if step % 50 == 0:
             w.write_scalars(step, {"eval/fid": 10.0 - step / 100, "eval/modes": math.nan})
     w.close()
-    paths = writers.update_plots(str(tmp_path))
+    paths = records.update_plots(str(tmp_path))
     names = sorted(os.path.basename(p) for p in paths)
     assert names == sorted([
         "losses.png", "wasserstein.png", "gradient_penalty.png", "input_grad_norms.png",
@@ -154,4 +153,4 @@ def test_save_scatter_and_update_plots(tmp_path):
     for p in paths:
         with Image.open(p) as image:
             image.verify()
-    assert writers.update_plots(str(tmp_path / "empty")) == []
+    assert records.update_plots(str(tmp_path / "empty")) == []

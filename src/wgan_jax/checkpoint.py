@@ -13,21 +13,33 @@ step is also recorded by us in `checkpoints/best.json`, written only once that s
 committed, so tools need not trust orbax's metric bookkeeping.
 
 Evaluation feeds the "best" policy by passing its metrics to `Checkpointer.save(..., metrics=)`
-at the step it ran; `best_metric` names the metric ("" = the first of `EVAL_PREFERENCE` that
-evaluation reports).
+at the step it ran; `best_metric` names the metric (`config.eval.metric`; which metric and which
+way is better are decided by `wgan_jax.metrics.ranking`, the rule evaluation and `diagnose` use).
 
 WORKDIR may be a URL (`gs://bucket/run`): the checkpoint directory is then handed to orbax as
 is, our own files go through `wgan_jax.fs`, and the workdir lock is skipped.
+
+Nothing is lost to a fault: the `data` item also holds a fingerprint of every array of the
+state, so corrupt array bytes (which the file formats may read back without complaint) are
+found on restore. A checkpoint is set aside only when its content fails to parse or to match
+(`CheckpointContentError`); a read that fails with an I/O error (`OSError`, or a TensorStore
+status such as UNAVAILABLE, e.g. on a network file system) is retried `READ_ATTEMPTS` times and
+then stops the run in one line (`UserError`) without setting anything aside, and a write that
+fails (disk full) stops the run in one line with the committed checkpoints intact. A
+checkpoint that cannot be moved aside is never deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
 import math
 import os
+import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -37,14 +49,44 @@ from orbax.checkpoint import checkpoint_managers as cm
 
 from wgan_jax import fs
 from wgan_jax.errors import UserError
-from wgan_jax.metrics.direction import lower_is_better
+from wgan_jax.metrics import ranking
+from wgan_jax.metrics.ranking import lower_is_better
 
 log = logging.getLogger("wgan_jax")
 
-# Metrics that pick the best checkpoint when config.eval.metric is "", best first.
-EVAL_PREFERENCE = ("eval/fid", "eval/kid", "eval/w1", "eval/reverse_kl", "eval/modes", "eval/is")
-def _normalise_metric(metric: str) -> str:
-    return metric if not metric or metric.startswith("eval/") else "eval/" + metric
+READ_ATTEMPTS = 4  # reads of one checkpoint that fail with an I/O error before giving up
+READ_BACKOFF_SECONDS = 0.25  # doubled after every failed attempt
+FINGERPRINT_KEY = "state_fingerprint"  # in the data item: one uint32 per state leaf
+
+# TensorStore (orbax's array reader and writer) reports errors as `ValueError("CODE: ...")`;
+# these codes are the storage's fault (errno-derived or remote), not the content's.
+_IO_STATUS = re.compile(
+    r"^(UNAVAILABLE|DEADLINE_EXCEEDED|PERMISSION_DENIED|RESOURCE_EXHAUSTED|ABORTED|"
+    r"UNAUTHENTICATED): "
+)
+
+
+class CheckpointContentError(ValueError):
+    """A checkpoint was read but its content is wrong (shape, step, values, fingerprint)."""
+
+
+def is_io_error(error: BaseException) -> bool:
+    """Whether `error` (or an exception it wraps) is a storage failure rather than bad content.
+
+    `OSError`s count, except a missing file: inside a committed checkpoint that means the
+    checkpoint is incomplete, which is its content's fault.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and not isinstance(current, FileNotFoundError):
+            return True
+        if _IO_STATUS.match(str(current)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
 
 
 @jax.jit
@@ -57,6 +99,33 @@ def _all_finite(tree: Any) -> jax.Array:
 def all_finite(tree: Any) -> bool:
     """Whether every floating-point leaf of `tree` is finite (one device-to-host sync)."""
     return bool(_all_finite(tree))
+
+
+def _leaf_fingerprint(x: jax.Array) -> jax.Array:
+    bits = x.astype(jnp.uint8) if x.dtype == jnp.bool_ else x
+    width = bits.dtype.itemsize
+    if width == 8:
+        bits = jax.lax.bitcast_convert_type(bits, jnp.uint32)  # [..., 2]
+    elif not jnp.issubdtype(bits.dtype, jnp.unsignedinteger):
+        bits = jax.lax.bitcast_convert_type(bits, jnp.dtype(f"uint{8 * width}"))
+    bits = bits.astype(jnp.uint32).ravel()
+    # An odd weight per position: changing any one element always changes the sum mod 2**32.
+    weights = jnp.arange(bits.size, dtype=jnp.uint32) * jnp.uint32(2654435761) | jnp.uint32(1)
+    return jnp.sum(bits * weights, dtype=jnp.uint32)
+
+
+@jax.jit
+def _fingerprint(tree: Any) -> list[jax.Array]:
+    return [_leaf_fingerprint(x) for x in jax.tree.leaves(tree)]
+
+
+def fingerprint(tree: Any) -> list[int]:
+    """One uint32 per leaf of `tree`: a position-weighted sum of its bit patterns.
+
+    Computed on the devices (only the sums are copied), in integer arithmetic, so it is the
+    same for the same values on any mesh; any change of a single element changes it.
+    """
+    return [int(v) for v in jax.device_get(_fingerprint(tree))]
 
 
 class Checkpointer:
@@ -80,11 +149,12 @@ class Checkpointer:
         self._best_path = fs.join(self.directory, "best.json")
         self._config_json = config_json
         self._pending_best: dict[str, Any] | None = None
+        self._in_flight: int | None = None  # the step whose asynchronous save may be running
         self.skipped: list[tuple[int, str]] = []  # unreadable checkpoints met by restore()
-        self.best_metric = _normalise_metric(best_metric)
+        self.best_metric = ranking.normalise(best_metric)
         recorded = self._read_best_file()
-        if not self.best_metric and recorded:
-            self.best_metric = recorded.get("metric", "")
+        if recorded and ranking.choose_metric([recorded.get("metric", "")], self.best_metric):
+            self.best_metric = recorded["metric"]
         self._best_value = (
             float(recorded["value"])
             if recorded and recorded.get("metric") == self.best_metric else None
@@ -118,12 +188,12 @@ class Checkpointer:
         return float(value) if lower_is_better(self.best_metric) else -float(value)
 
     def _choose_metric(self, metrics: dict[str, float]) -> None:
-        if self.best_metric or not metrics:
+        """Resolves `best_metric` ("" or a NAME such as "fid") to a reported key, once."""
+        if self.best_metric in metrics:
             return
-        finite = [k for k, v in metrics.items() if k.startswith("eval/") and math.isfinite(v)]
-        order = [k for k in EVAL_PREFERENCE if k in finite] + sorted(finite)
-        if order:
-            self.best_metric = order[0]
+        chosen = ranking.choose_metric(metrics, self.best_metric)
+        if chosen:
+            self.best_metric = chosen
             log.info("best checkpoint chosen by %s (%s is better)", self.best_metric,
                      "lower" if lower_is_better(self.best_metric) else "higher")
 
@@ -161,8 +231,7 @@ class Checkpointer:
                 continue
             if not isinstance(value, int | float) or not math.isfinite(value):
                 continue
-            better = best is None or (value < best["value"] if lower_is_better(metric)
-                                      else value > best["value"])
+            better = best is None or ranking.is_better(metric, value, best["value"])
             if better:
                 best = {"step": step, "metric": metric, "value": float(value)}
         return best
@@ -200,12 +269,15 @@ class Checkpointer:
         self._choose_metric(metrics)
         items: dict[str, Any] = {
             "state": ocp.args.StandardSave(state),
-            "data": ocp.args.JsonSave(data_state),
+            "data": ocp.args.JsonSave({**data_state, FINGERPRINT_KEY: fingerprint(state)}),
         }
         if self._config_json is not None:
             items["config"] = ocp.args.JsonSave(self._config_json)
         previous_pending = self._pending_best
-        self.manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
+        self._wait_for_saves()
+        with self._reporting_write_errors(step):
+            self.manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
+        self._in_flight = step
         # manager.save waited for the previous save, so its best record can be written now.
         if previous_pending is not None:
             self._write_pending_best()
@@ -213,8 +285,7 @@ class Checkpointer:
         if math.isfinite(score):
             value = metrics[self.best_metric]
             current = self._best_value
-            if current is None or (value < current if lower_is_better(self.best_metric)
-                                   else value > current):
+            if current is None or ranking.is_better(self.best_metric, value, current):
                 self._best_value = value
                 self._pending_best = {"step": step, "metric": self.best_metric, "value": value}
         return True
@@ -237,21 +308,11 @@ class Checkpointer:
         failures: list[tuple[int, str]] = []
         for candidate in steps:
             try:
-                restored = self.manager.restore(
-                    candidate,
-                    args=ocp.args.Composite(
-                        state=ocp.args.StandardRestore(abstract_state),
-                        data=ocp.args.JsonRestore(),
-                    ),
-                )
-                state, data = restored.state, dict(restored.data)
-                saved_step = getattr(state, "step", None)
-                if saved_step is not None and int(saved_step) != candidate:
-                    raise ValueError(f"holds step {int(saved_step)}")
-                if not all_finite(state):
-                    raise ValueError("holds non-finite values")
-            except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is skipped
-                reason = f"{type(error).__name__}: {_first_line(error)}"[:200]
+                state, data = self._read(candidate, abstract_state)
+            except UserError:
+                raise  # an I/O error that persisted: never a reason to use an older checkpoint
+            except Exception as error:  # noqa: BLE001 - content that does not parse or match
+                reason = _reason(error)
                 if step is not None:
                     raise UserError(f"checkpoint {candidate} in {self.directory} cannot be "
                                     f"read ({reason})") from error
@@ -262,8 +323,8 @@ class Checkpointer:
             # An older checkpoint of the same structure restored, so the newer ones are
             # broken: move them aside, so that their step numbers can be saved again.
             for bad, reason in failures:
+                self._quarantine(bad, reason)
                 self.skipped.append((bad, reason))
-                self._quarantine(bad)
             return state, data, candidate
         if failures:
             # Nothing restores: more likely a changed config or model than corruption, so
@@ -276,21 +337,76 @@ class Checkpointer:
             )
         return None
 
-    def _quarantine(self, step: int) -> None:
-        """Moves an unreadable step aside so later saves of that step number are possible."""
+    def _read(self, step: int, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
+        """Reads and validates one checkpoint, retrying reads that fail with an I/O error.
+
+        Raises `UserError` once `READ_ATTEMPTS` reads failed with I/O errors, and the error
+        itself for content that does not parse or does not match (shape, step, fingerprint,
+        non-finite values).
+        """
+        for attempt in range(1, READ_ATTEMPTS + 1):
+            try:
+                restored = self.manager.restore(
+                    step,
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardRestore(abstract_state),
+                        data=ocp.args.JsonRestore(),
+                    ),
+                )
+                break
+            except Exception as error:
+                if not is_io_error(error):
+                    raise
+                reason = _reason(error)
+                if attempt == READ_ATTEMPTS:
+                    raise UserError(
+                        f"checkpoint {step} in {self.directory} cannot be read: I/O error in "
+                        f"{READ_ATTEMPTS} attempts ({reason}); nothing was set aside, check the "
+                        "file system and run again"
+                    ) from error
+                delay = READ_BACKOFF_SECONDS * 2 ** (attempt - 1)
+                log.warning("checkpoint %d: I/O error while reading (%s); retrying in %.2g s",
+                            step, reason, delay)
+                time.sleep(delay)
+        state, data = restored.state, dict(restored.data)
+        saved_step = getattr(state, "step", None)
+        if saved_step is not None and int(saved_step) != step:
+            raise CheckpointContentError(f"holds step {int(saved_step)}")
+        expected = data.pop(FINGERPRINT_KEY, None)
+        if expected is not None and fingerprint(state) != [int(v) for v in expected]:
+            raise CheckpointContentError("array data does not match the fingerprint saved "
+                                         "with it (corrupt bytes)")
+        if not all_finite(state):
+            raise CheckpointContentError("holds non-finite values")
+        return state, data
+
+    def _quarantine(self, step: int, reason: str) -> None:
+        """Moves an unreadable step aside so later saves of that step number are possible.
+
+        If the move fails, the checkpoint is left where it is (never deleted) and a
+        `UserError` stops the run on every process: resuming past it would save over it.
+        """
         if self.read_only:
             return
+        path = fs.join(self.directory, str(step))
+        failure = ""
         if jax.process_index() == 0:
-            path = fs.join(self.directory, str(step))
-            target = f"{path}.corrupt-{int(time.time())}"
             try:
-                fs.rename(path, target)
-            except OSError:
-                fs.remove_tree(path)
+                fs.rename(path, f"{path}.corrupt-{int(time.time())}")
+            except OSError as error:
+                failure = _reason(error)
         if jax.process_count() > 1:
+            import numpy as np
             from jax.experimental import multihost_utils
 
-            multihost_utils.sync_global_devices(f"wgan_jax_quarantine_{step}")
+            failed = multihost_utils.broadcast_one_to_all(np.int32(bool(failure)))
+            failure = failure or ("failed on process 0" if int(failed) else "")
+        if failure:
+            raise UserError(
+                f"checkpoint {step} in {self.directory} is unreadable ({reason[:120]}) and "
+                f"could not be moved aside ({failure}); it was kept: move {path} away by hand "
+                "and run again"
+            )
         self.manager.reload()
 
     def reached_preemption(self, step: int) -> bool:
@@ -302,10 +418,32 @@ class Checkpointer:
             return False
         return self.manager.reached_preemption(step)
 
+    def _wait_for_saves(self) -> None:
+        with self._reporting_write_errors(self._in_flight):
+            self.manager.wait_until_finished()
+            self.manager.check_for_errors()
+        self._in_flight = None
+
+    @contextlib.contextmanager
+    def _reporting_write_errors(self, step: int | None) -> Iterator[None]:
+        """Turns a failed write (disk full, permissions) into a one-line `UserError`."""
+        try:
+            yield
+        except Exception as error:
+            if not is_io_error(error):
+                raise
+            self._in_flight = None
+            committed = sorted(self.manager.all_steps())
+            kept = f"newest committed: {committed[-1]}" if committed else "none committed yet"
+            raise UserError(
+                f"checkpoint {step} could not be written to {self.directory} "
+                f"({_reason(error)[:160]}); the committed "
+                f"checkpoints are intact ({kept}): fix the cause and run again to resume"
+            ) from error
+
     def wait(self) -> None:
         """Blocks until every started save is committed (then records the best step)."""
-        self.manager.wait_until_finished()
-        self.manager.check_for_errors()
+        self._wait_for_saves()
         self._write_pending_best()
 
     def close(self) -> None:
@@ -317,6 +455,21 @@ class Checkpointer:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else ""
+
+
+_STATUS = re.compile(r"^[A-Z][A-Z_]+: ")
+
+
+def _reason(error: BaseException) -> str:
+    """`Type: first line` of `error`, or of the TensorStore status it wraps (orbax's own
+    message for those is a repr of the whole array spec)."""
+    current: BaseException | None = error
+    while current is not None:
+        if _STATUS.match(str(current)):
+            error = current
+            break
+        current = current.__cause__ or current.__context__
+    return f"{type(error).__name__}: {_first_line(error)}"[:200]
 
 
 def read_best_file(path: str) -> dict[str, Any] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from collections.abc import Callable
@@ -20,21 +21,54 @@ def fail(message: str) -> None:
     raise SystemExit(EXIT_USAGE)
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the faces' convention: a bad flag is one `error:` line, exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        fail(message)
+
+
 def first_line(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
     return " ".join(text.splitlines()[0].split())
+
+
+def with_config_file(argv: list[str], default_path: str) -> list[str]:
+    """`argv` with `--config=default_path` added when it names no `--config` file.
+
+    The embedded default is then loaded, overridden and validated exactly like a config file
+    given by the user: an unknown `--config.key` or a bad value fails the same way.
+    """
+    for arg in argv[1:]:
+        name = arg.lstrip("-").split("=", 1)[0]
+        if arg.startswith("-") and name == "config":
+            return list(argv)
+        if arg == "--":
+            break
+    return [argv[0], f"--config={default_path}", *argv[1:]]
 
 
 def parse_flags(argv: list[str]) -> list[str]:
     """absl flag parsing that reports a bad flag or config in one line with status 2."""
     try:
         return flags.FLAGS(argv)
-    except flags.Error as error:
-        cause = error.__cause__ or error.__context__
-        fail(first_line(cause) if isinstance(cause, UserError) else first_line(error))
-    except (UserError, AttributeError, KeyError, TypeError, ValueError, OSError) as error:
-        fail(first_line(error))
+    except (flags.Error, UserError, AttributeError, KeyError, TypeError, ValueError,
+            OSError) as error:
+        fail(_flag_error_line(error, argv))
     return []
+
+
+def _flag_error_line(error: BaseException, argv: list[str]) -> str:
+    """The one line for a parse error: an unknown `--config.KEY` by name, else the cause."""
+    from wgan_jax.config import unknown_key_message, unknown_override
+
+    unknown = unknown_override(argv)
+    if unknown is not None:
+        return unknown_key_message(unknown)
+    cause = error.__cause__ or error.__context__
+    if isinstance(error, flags.Error) and isinstance(cause, UserError):
+        return first_line(cause)
+    return first_line(error)
 
 
 def setup_logging(is_main: bool) -> None:

@@ -1,6 +1,6 @@
 """The config schema (every valid key with its default) and its validation.
 
-Configs are data: `get_default_config()` returns a *locked* `ml_collections.ConfigDict`, so a
+Configs are data: `get_config_schema()` returns a *locked* `ml_collections.ConfigDict`, so a
 config file or a `--config.key=value` override that names a key that does not exist fails at
 once, and a value of the wrong type is refused by `ml_collections` itself. `validate_config`
 then checks the values once, at the face of the program, and raises a one-line `ConfigError`
@@ -9,18 +9,23 @@ that names the key; deeper code trusts the config.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
+import re
 
 import ml_collections
 
+from wgan_jax.data.toy import MIXTURES
 from wgan_jax.errors import ConfigError
 from wgan_jax.health import default_health_config
 
 LOSSES = ("wasserstein", "hinge", "logistic")
 PENALTIES = ("gp", "lp", "r1", "dragan", "clip", "none")
 MODEL_KINDS = ("mlp", "dcgan", "resnet")
-TOY_DATASETS = ("8gaussians", "25gaussians", "swissroll", "ring8", "grid25")
+TOY_DATASETS = (*MIXTURES, "swissroll")
+# model.generator / model.critic: "package.module:attribute" (the attribute may be dotted).
+FACTORY_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 def default_data_dir() -> str:
@@ -30,8 +35,17 @@ def default_data_dir() -> str:
     )
 
 
-def get_default_config() -> ml_collections.ConfigDict:
-    """Every config key with its default value: WGAN-GP on the 25-Gaussians toy data."""
+def resolve_data_dir(config: ml_collections.ConfigDict) -> str:
+    """`config.data_dir`, or the default (`$WGAN_JAX_DATA_DIR` or ~/.cache/wgan_jax/data)."""
+    return os.path.expanduser(config.data_dir) if config.data_dir else default_data_dir()
+
+
+def get_config_schema() -> ml_collections.ConfigDict:
+    """The schema: every config key with its default value (WGAN-GP on 25-Gaussians toy data).
+
+    Config files start from it; the run `python -m wgan_jax.main` trains without `--config` is
+    `wgan_jax.default_config.get_config()`.
+    """
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.num_iterations = 2000  # generator iterations
@@ -46,6 +60,7 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.image_size = 32
     c.num_channels = 1
     c.skip_corrupt_images = False
+    c.data_split = "train"  # tfds:NAME only: the split read, in TFDS syntax ("test", "train[:80%]")
 
     c.loss = "wasserstein"
     c.penalty = "gp"
@@ -73,6 +88,10 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.model.critic_norm = "none"  # "none", "layer"; "batch" only without an input-gradient penalty
     c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
     c.model.conv_impl = "auto"  # stride-2 convs: "auto", "matmul", "s2d" or "xla" (same function)
+    # Your own networks: "my_pkg.nets:make_generator", a factory called with the run's config
+    # that returns a Flax NNX or Linen module or an (init, apply) pair; "" = the built-in kind.
+    c.model.generator = ""
+    c.model.critic = ""
 
     c.checkpoint_every = 500  # also at the end and on SIGTERM; 0: only then
     c.keep_checkpoints = 3
@@ -86,6 +105,9 @@ def get_default_config() -> ml_collections.ConfigDict:
     c.eval.num_samples = 2500
     c.eval.metric = ""  # the metric that picks the best checkpoint, "" = automatic
     c.eval.inception_weights = ""
+    # The feature space of the image metrics: "auto" (digit classifier for digits and
+    # stacked_digits, Inception when inception_weights is set), "digits", "inception", "none".
+    c.eval.features = "auto"
 
     c.early_stopping = ml_collections.ConfigDict()
     c.early_stopping.patience = 0  # evaluations without improvement; 0: off
@@ -106,6 +128,38 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> None:
         for part in parents:
             node = node[part]
         node[leaf] = value
+
+
+def _leaf_keys(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in config.items():
+        if isinstance(value, ml_collections.ConfigDict):
+            keys += _leaf_keys(value, f"{prefix}{key}.")
+        else:
+            keys.append(f"{prefix}{key}")
+    return keys
+
+
+def unknown_key_message(key: str) -> str:
+    """`config.KEY: no such config key`, with the closest known keys when there are any."""
+    known = _leaf_keys(get_config_schema())
+    close = difflib.get_close_matches(key, known, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return f"config.{key}: no such config key{hint}"
+
+
+def unknown_override(argv: list[str]) -> str | None:
+    """The first KEY of a `--config.KEY=value` argument that the schema does not have."""
+    known = set(_leaf_keys(get_config_schema()))
+    for arg in argv[1:]:
+        if arg == "--":
+            break
+        name = arg.lstrip("-").split("=", 1)[0]
+        if arg.startswith("-") and name.startswith("config."):
+            key = name.removeprefix("config.")
+            if key not in known:
+                return key
+    return None
 
 
 def _fail(key: str, problem: str) -> None:
@@ -166,15 +220,25 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         )
     if config.model.critic_output == "sigmoid" and config.loss != "logistic":
         _fail("model.critic_output", "'sigmoid' needs loss='logistic'")
+    for key in ("generator", "critic"):
+        path = config.model[key]
+        if path and not FACTORY_PATH.fullmatch(path):
+            _fail(f"model.{key}", f"must name a factory as 'package.module:function', got {path!r}")
     positive_int("model.z_dim", config.model.z_dim)
     positive_int("model.width", config.model.width)
     positive_int("model.depth", config.model.depth)
     _validate_dataset(config)
+    _validate_eval(config)
 
 
 def _validate_dataset(config: ml_collections.ConfigDict) -> None:
     dataset = config.dataset
     kind, _, name = dataset.partition(":")
+    if not config.data_split.strip():
+        _fail("data_split", "must name a split, e.g. 'train' or 'test'")
+    if kind != "tfds" and config.data_split != "train":
+        _fail("data_split", f"only tfds:NAME datasets have splits; {dataset!r} has one set of "
+              f"examples (got {config.data_split!r}, leave it 'train')")
     if kind == "toy":
         if name not in TOY_DATASETS:
             _fail("dataset", f"unknown toy dataset {name!r}; known: {', '.join(TOY_DATASETS)}")
@@ -195,6 +259,14 @@ def _validate_dataset(config: ml_collections.ConfigDict) -> None:
         _fail("num_channels", f"must be 1, 3 or 4, got {config.num_channels!r}")
     if kind == "stacked_digits" and config.num_channels != 3:
         _fail("num_channels", "stacked_digits has 3 channels (one digit each)")
+
+
+def _validate_eval(config: ml_collections.ConfigDict) -> None:
+    """`config.eval`: the evaluation's own plan (`wgan_jax.evaluation.eval_plan`) raises a
+    `ConfigError` when its features cannot be had or `eval_every > 0` has nothing to compute."""
+    from wgan_jax.evaluation import eval_plan
+
+    eval_plan(config)
 
 
 def data_shape(config: ml_collections.ConfigDict) -> tuple[int, ...]:

@@ -8,11 +8,12 @@ is the same config.
 
 import ml_collections
 
-from wgan_jax.config import get_default_config
+from wgan_jax.config import get_config_schema
 
 
 def get_config() -> ml_collections.ConfigDict:
-    c = get_default_config()
+    """The default run: the schema (`config.get_config_schema`) set for digits at 16 px."""
+    c = get_config_schema()
     c.dataset = "digits"
     c.image_size = 16
     c.num_channels = 1

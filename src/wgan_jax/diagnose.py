@@ -16,20 +16,18 @@ listed as notes and do not make a run unhealthy.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wgan_jax import fs, health
+from wgan_jax import cli, fs, health, runs
 from wgan_jax.errors import UserError
-from wgan_jax.writers import EVENTS_FILE, METRICS_FILE, json_safe, read_jsonl
+from wgan_jax.metrics import ranking
+from wgan_jax.records import EVENTS_FILE, METRICS_FILE, json_safe, read_jsonl
 
 INFO_RULES = ("info", "resume", "checkpoint", "best_checkpoint", "early_stopping", "finished")
-# Preferred metrics for picking the best checkpoint, best first.
-EVAL_PREFERENCE = ("eval/fid", "eval/kid", "eval/w1", "eval/reverse_kl", "eval/modes", "eval/is")
 TITLES = {
     "nonfinite": "Non-finite values (NaN/inf)",
     "exploding_gradients": "Exploding gradients",
@@ -45,16 +43,10 @@ TITLES = {
 
 
 def _load_config(workdir: str) -> tuple[dict, list[str]]:
-    path = fs.join(workdir, "config.json")
-    if not fs.exists(path):
+    config = runs.read_config_dict(workdir)
+    if config is None:
         return {}, ["no config.json: assumed loss='wasserstein', penalty='gp' and default "
                     "health thresholds"]
-    try:
-        config = json.loads(fs.read_text(path))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"cannot read {path}: {e}") from None
-    if not isinstance(config, dict):
-        raise UserError(f"{path} does not hold a JSON object")
     if "loss" not in config and isinstance(config.get("config"), dict):
         config = config["config"]
     return config, []
@@ -87,20 +79,19 @@ def _checkpoint_steps(workdir: str) -> list[int]:
 
 def _best_eval(rows: Sequence[Mapping], config: Mapping, checkpoints: list[int]) -> dict | None:
     """The best value of the run's selection metric, and the kept checkpoint closest to it."""
-    keys = {k for r in rows for k, v in r.items() if health.is_eval_score(k) and _finite(v)}
-    if not keys:
-        return None
+    keys = {k for r in rows for k in r}
     wanted = (config.get("eval") or {}).get("metric") if isinstance(config.get("eval"),
                                                                     dict) else None
-    if wanted and not str(wanted).startswith("eval/"):
-        wanted = "eval/" + str(wanted)
-    order = ([wanted] if wanted else []) + list(EVAL_PREFERENCE) + sorted(keys)
-    metric = next(k for k in order if k in keys)
+    metric = ranking.choose_metric(keys, str(wanted or ""))
+    if not metric:
+        return None
     best = None
     for r in rows:
         v = r.get(metric)
-        if _finite(v) and (best is None or health._better(metric, v, best[0])):
+        if _finite(v) and (best is None or ranking.is_better(metric, v, best[0])):
             best = (float(v), int(r["step"]))
+    if best is None:
+        return None
     result = {"metric": metric, "value": best[0], "step": best[1], "checkpoint": None}
     if checkpoints:
         # At evaluation time checkpoints are saved at (or shortly after) the eval step: prefer
@@ -340,7 +331,7 @@ def run(workdir: str, as_json: bool) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m wgan_jax.diagnose",
         description="Plain-language health report of a wgan_jax run directory.",
     )

@@ -10,19 +10,11 @@ generator is used when the run kept one. Bad input exits with status 2 and one `
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 from absl import app, flags
 
-from wgan_jax import cli, fs
-from wgan_jax import sample as _sample
-
-# `wgan_jax.sample` (whose `load_generator_state` this CLI uses) defines its own flags at import;
-# drop them so that this CLI has exactly its own (same names, evaluation defaults and help).
-for _name in ("workdir", "checkpoint", "num", "seed", "out", "ema"):
-    if _name in flags.FLAGS:
-        delattr(flags.FLAGS, _name)
+from wgan_jax import cli, fs, runs
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The run's workdir.")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "latest, best, or a step number.")
@@ -44,32 +36,6 @@ def format_table(metrics: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def evaluate_workdir(
-    workdir: str, checkpoint: str = "latest", num: int | None = None, seed: int = 0
-) -> dict:
-    """The report `main` prints: step, settings and metrics of one checkpoint of `workdir`."""
-    from wgan_jax.errors import UserError
-    from wgan_jax.evaluation import evaluate_state, make_evaluator, reference_fn_for
-    config, gan, state, step = _sample.load_generator_state(workdir, checkpoint)
-    if num is not None:
-        config.eval.num_samples = num
-    evaluator = make_evaluator(config, reference_fn_for(config), seed=seed)
-    if evaluator is None:
-        raise UserError(
-            f"no metrics apply to {config.dataset} without config.eval.inception_weights"
-        )
-    metrics = evaluate_state(config, gan, state, seed=seed, evaluator=evaluator)
-    return {
-        "workdir": workdir,
-        "step": int(step),
-        "checkpoint": checkpoint,
-        "dataset": config.dataset,
-        "num_samples": int(config.eval.num_samples),
-        "ema": bool(config.ema_decay > 0 and state.ema_params is not None),
-        "metrics": {k: (v if math.isfinite(v) else str(v)) for k, v in metrics.items()},
-    }
-
-
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         cli.fail(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -80,12 +46,14 @@ def main(argv: list[str]) -> int:
     if _NUM.value is not None and _NUM.value < 2:
         cli.fail(f"--num must be >= 2, got {_NUM.value}")
     which = _CHECKPOINT.value
-    if which not in ("latest", "best") and not which.isdigit():
-        cli.fail(f"--checkpoint must be latest, best or a step, got {which!r}")
+    try:
+        runs.parse_checkpoint(which)
+    except ValueError as error:
+        cli.fail(f"--checkpoint {error}")
     cli.setup_logging(True)
 
     def body() -> int:
-        report = evaluate_workdir(_WORKDIR.value, which, _NUM.value, _SEED.value)
+        report = runs.evaluate_run(_WORKDIR.value, which, _NUM.value, _SEED.value)
         if _JSON.value:
             print(json.dumps(report, sort_keys=True))
         else:

@@ -1,36 +1,52 @@
-"""Sample-quality evaluation of a generator: which metrics fit a dataset, computed on samples.
+"""Sample-quality evaluation of a generator: which metrics, on which features, computed on samples.
 
-`make_evaluator(config, reference_fn)` picks the metrics for `config.dataset` once (and caches the
-real reference features); `Evaluator(samples)` returns `{"eval/...": float}`:
+`eval_plan(config)` decides once, from the config alone, what evaluation computes and on which
+feature space (`config.eval.features`: "auto", "digits", "inception" or "none"); `validate_config`
+calls it, so a run that asks for something impossible stops with a one-line `ConfigError` before
+anything is written. `make_evaluator(config, reference_fn)` builds that plan (caching the real
+reference features) and logs one line saying which evaluator runs on which features;
+`Evaluator(samples)` returns `{"eval/...": float}`:
 
 * toy mixtures (ring8, grid25, 8gaussians, 25gaussians): modes, high_quality, reverse_kl (the
   VEEGAN / PacGAN protocol) and w1, the exact Wasserstein-1 distance to as many real samples
-  (at most `W1_CAP`, since the assignment costs O(n^3));
+  (at most `W1_CAP`, since the assignment costs O(n^3)), on the 2-D samples themselves;
 * toy:swissroll: w1 only;
-* one-channel images: fid, kid, precision, recall, density, coverage on the hidden features of
-  the small `DigitClassifier` (trained once, offline, cached under the data directory);
+* feature metrics fid, kid, precision, recall, density, coverage, named after their feature
+  space: `eval/fid_digits` etc. on the hidden features of the small `DigitClassifier` (trained
+  once, offline, cached under the data directory), `eval/fid_inception` etc. (plus `eval/is`)
+  on FID-Inception pool3 features from `config.eval.inception_weights` (pytorch-fid weights,
+  .pth or .npz);
 * stacked_digits: modes (of 1000) and kl of the per-channel predicted digit triples, plus the
-  feature metrics on the concatenated per-channel classifier features;
-* other colour images: the feature metrics and is (Inception score) on FID-Inception pool3
-  features when `config.eval.inception_weights` names the pytorch-fid weights (.pth or .npz);
-  without them there is nothing meaningful to compute, so `make_evaluator` warns and returns
-  None.
+  feature metrics (digit features: the per-channel classifier features, concatenated).
+
+"auto" resolves to the digit features for the `digits` and `stacked_digits` datasets, to
+Inception when `eval.inception_weights` is set, and otherwise to nothing: other images are not
+silently scored on a digit classifier. "digits" may be asked for explicitly on any one-channel
+dataset (e.g. tfds:mnist); RGB `digits` are scored on the mean of their channels (equal to the
+grey digit for real images) and RGBA `digits` sprites on their alpha (ink) channel, the channel
+that carries the digit (the class colour is not judged).
 
 `evaluate_state` samples a train state (EMA weights when the run keeps them) and evaluates;
 `EarlyStopping` turns a stream of evaluations into a stop decision whose bookkeeping is JSON,
-so checkpoints can carry it. Everything here is deterministic for fixed seeds.
+so checkpoints can carry it. Which metric is better which way, and which one picks the best
+checkpoint, is `wgan_jax.metrics.ranking`'s rule. Everything here is deterministic for fixed
+seeds.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import ml_collections
 import numpy as np
 
+from wgan_jax.config import resolve_data_dir
+from wgan_jax.errors import ConfigError
 from wgan_jax.metrics import (
     compare_features,
     inception_score,
@@ -39,7 +55,7 @@ from wgan_jax.metrics import (
     toy_mode_metrics,
     wasserstein1_exact,
 )
-from wgan_jax.metrics.direction import lower_is_better
+from wgan_jax.metrics.ranking import choose_metric, lower_is_better
 from wgan_jax.metrics.toy import TOY_MIXTURES
 
 log = logging.getLogger("wgan_jax")
@@ -48,6 +64,120 @@ ReferenceFn = Callable[[int, int], np.ndarray]
 
 W1_CAP = 2500  # samples in the exact W1 (Hungarian assignment, O(n^3))
 FEATURE_CAP = 10_000  # samples in the feature metrics (PRDC is O(n^2) in memory traffic)
+FEATURES = ("auto", "digits", "inception", "none")  # the values of config.eval.features
+FEATURE_METRICS = ("fid", "kid", "precision", "recall", "density", "coverage")
+TOY_METRICS = ("modes", "high_quality", "reverse_kl", "w1")
+DIGITS_DATASETS = ("digits", "stacked_digits")
+
+
+def metric_names(kind: str, features: str) -> tuple[str, ...]:
+    """The keys an evaluator of `kind` on `features` returns (feature metrics carry the
+    feature space in their name: `eval/fid_digits`, `eval/fid_inception`)."""
+    if kind == "toy":
+        return tuple(f"eval/{m}" for m in TOY_METRICS)
+    if kind == "swissroll":
+        return ("eval/w1",)
+    if kind == "none":
+        return ()
+    names = tuple(f"eval/{m}_{features}" for m in FEATURE_METRICS)
+    if kind == "stacked":
+        names = ("eval/modes", "eval/kl", *names)
+    if features == "inception":
+        names = (*names, "eval/is")
+    return names
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """What evaluation computes for a config: `kind` ("toy", "swissroll", "digits", "stacked",
+    "inception" or "none"), its feature space ("digits", "inception", or "" for toy data), the
+    metric keys, the metric that ranks evaluations, and a plain-words description."""
+
+    kind: str
+    features: str
+    names: tuple[str, ...]
+    metric: str
+    description: str
+
+
+def _feature_words(config: ml_collections.ConfigDict, kind: str, features: str) -> str:
+    channels = config.num_channels
+    if features == "inception":
+        alpha = ", alpha dropped" if channels == 4 else ""
+        return (f"Inception pool3 features ({os.path.basename(config.eval.inception_weights)}"
+                f"{alpha})")
+    if features == "digits":
+        which = {
+            "stacked": "each channel's digit, features concatenated",
+            1: "the single channel", 3: "the mean of R, G and B", 4: "the alpha (ink) channel",
+        }
+        return (f"hidden features of the 8x8 digit classifier, on "
+                f"{which['stacked' if kind == 'stacked' else channels]}")
+    return "the 2-D samples themselves"
+
+
+def eval_plan(config: ml_collections.ConfigDict) -> EvalPlan:
+    """Resolves `config.eval.features` for the dataset; raises a one-line `ConfigError` when the
+    request cannot be met or when `eval_every > 0` has nothing it can compute."""
+    dataset = config.dataset
+    source, _, name = dataset.partition(":")
+    requested = config.eval.features
+    if requested not in FEATURES:
+        raise ConfigError(f"config.eval.features: must be one of {', '.join(FEATURES)}; "
+                          f"got {requested!r}")
+    weights = config.eval.inception_weights
+    nothing = ""  # why nothing can be computed, when so
+    if source == "toy":
+        if requested in ("digits", "inception"):
+            raise ConfigError(f"config.eval.features: {requested!r} needs images; {dataset} is "
+                              "evaluated on its 2-D samples (use 'auto')")
+        kind = "none" if requested == "none" else (
+            "swissroll" if name == "swissroll" else "toy" if name in TOY_MIXTURES else "none")
+        features = ""
+        nothing = f"no metrics for {dataset}" if kind == "none" else ""
+    else:
+        features = requested
+        if requested == "auto":
+            features = ("digits" if source in DIGITS_DATASETS
+                        else "inception" if weights else "none")
+            nothing = (f"{dataset} is not a digits dataset and config.eval.inception_weights is "
+                       "empty" if features == "none" else "")
+        if features == "digits" and source not in DIGITS_DATASETS and config.num_channels != 1:
+            raise ConfigError(
+                f"config.eval.features: 'digits' (the 8x8 digit classifier) needs one-channel "
+                f"images or the digits datasets; {dataset} has {config.num_channels} channels")
+        if features == "inception" and not weights:
+            raise ConfigError("config.eval.features: 'inception' needs "
+                              "config.eval.inception_weights (pytorch-fid weights, .pth or .npz)")
+        kind = ("none" if features == "none" else
+                "stacked" if source == "stacked_digits" else features)
+        path = os.path.expanduser(weights)
+        if (features == "inception" and config.eval_every > 0 and "://" not in path
+                and not os.path.isfile(path)):
+            raise ConfigError(f"config.eval.inception_weights: no file {path!r}")
+    if requested == "none":
+        nothing = "config.eval.features is 'none'"
+    if kind == "none" and config.eval_every > 0:
+        raise ConfigError(
+            f"config.eval_every: {config.eval_every}, but nothing can be evaluated ({nothing}); "
+            "set eval_every=0, or eval.inception_weights=PATH (Inception features), or for "
+            "one-channel digit-like images eval.features='digits'")
+    if kind == "none":
+        return EvalPlan("none", "none", (), "", nothing)
+    names = metric_names(kind, features)
+    metric = choose_metric(names, config.eval.metric)
+    if not metric:
+        raise ConfigError(f"config.eval.metric: {config.eval.metric!r} is not computed here; "
+                          f"choose one of {', '.join(names)}")
+    better = "lower" if lower_is_better(metric) else "higher"
+    shape = "2-D" if source == "toy" else (
+        f"{config.num_channels} channel{'s' if config.num_channels > 1 else ''}")
+    description = (f"evaluation of {dataset} ({shape}) on "
+                   f"{_feature_words(config, kind, features)}: {', '.join(names)}; "
+                   f"{metric} ranks evaluations ({better} is better)")
+    return EvalPlan(kind, features, names, metric, description)
+
+
 def _prefixed(metrics: dict[str, Any]) -> dict[str, float]:
     return {f"eval/{k}": float(v) for k, v in metrics.items()}
 
@@ -55,8 +185,10 @@ def _prefixed(metrics: dict[str, Any]) -> dict[str, float]:
 class Evaluator:
     """Metrics of generated samples against real data; see the module docstring.
 
-    Build it with `make_evaluator`. `kind` is "toy", "swissroll", "digits" (one-channel images
-    on classifier features), "stacked" or "inception".
+    Build it with `make_evaluator`. `kind` is "toy", "swissroll", "digits" (images on digit
+    classifier features), "stacked" or "inception" (images on Inception features); `features`
+    ("digits", "inception", or "" for toy data; by default the kind's own) names the feature
+    space in the metric keys.
     """
 
     def __init__(
@@ -67,13 +199,17 @@ class Evaluator:
         num_reference: int,
         seed: int = 0,
         mixture: str = "",
+        features: str = "",
         feature_fn: Callable[[np.ndarray], np.ndarray] | None = None,
         classifier: Any = None,
         inception: Any = None,
         metric: str = "",
         kid_subsets: int = 100,
+        description: str = "",
     ) -> None:
         self.kind = kind
+        self.features_name = features or {"digits": "digits", "stacked": "digits",
+                                          "inception": "inception"}.get(kind, "")
         self.seed = seed
         self._reference_fn = reference_fn
         self._mixture = toy_mixture(mixture) if mixture else None
@@ -84,13 +220,12 @@ class Evaluator:
         self._reference_features: np.ndarray | None = None
         self.num_reference = num_reference
         self.kid_subsets = kid_subsets
-        self.default_metric = "eval/w1" if kind in ("toy", "swissroll") else "eval/fid"
-        self.metric = _normalise(metric) or self.default_metric
-
-    @staticmethod
-    def lower_is_better(metric: str) -> bool:
-        """Whether a smaller value of `metric` (with or without the eval/ prefix) is better."""
-        return lower_is_better(metric)
+        self.default_metric = choose_metric(self.metric_names())
+        self.metric = choose_metric(self.metric_names(), metric)
+        if not self.metric:
+            raise ConfigError(f"config.eval.metric: {metric!r} is not computed here; choose one "
+                              f"of {', '.join(self.metric_names())}")
+        self.description = description
 
     # ---- real data ---------------------------------------------------------------------
     def toy_reference(self, n: int) -> np.ndarray:
@@ -132,7 +267,7 @@ class Evaluator:
             stats = stacked_mode_metrics(labels)
             out.update({"eval/modes": stats["modes"], "eval/kl": stats["kl"]})
         images = images[:FEATURE_CAP]
-        if self.kind == "inception":  # one Inception pass for the features and the IS
+        if self._inception is not None:  # one Inception pass for the features and the IS
             fake, probs = self._inception.features_and_probs(images)
             out.update(self._feature_metrics(fake))
             out["eval/is"] = inception_score(probs, splits=min(10, len(probs)))[0]
@@ -152,40 +287,26 @@ class Evaluator:
     def _feature_metrics(self, fake: np.ndarray) -> dict[str, float]:
         real = self.reference_features()
         m = compare_features(real, fake, kid_subsets=self.kid_subsets, seed=self.seed)
-        return {
-            "eval/fid": m["fid"],
-            "eval/kid": m["kid_mean"],
-            "eval/precision": m["precision"],
-            "eval/recall": m["recall"],
-            "eval/density": m["density"],
-            "eval/coverage": m["coverage"],
-        }
+        m["kid"] = m["kid_mean"]
+        return {f"eval/{k}_{self.features_name}": float(m[k]) for k in FEATURE_METRICS}
 
     def metric_names(self) -> tuple[str, ...]:
         """The keys `__call__` returns."""
-        features = ("eval/fid", "eval/kid", "eval/precision", "eval/recall", "eval/density",
-                    "eval/coverage")
-        if self.kind == "toy":
-            return ("eval/modes", "eval/high_quality", "eval/reverse_kl", "eval/w1")
-        if self.kind == "swissroll":
-            return ("eval/w1",)
-        if self.kind == "stacked":
-            return ("eval/modes", "eval/kl", *features)
-        if self.kind == "inception":
-            return (*features, "eval/is")
-        return features
+        return metric_names(self.kind, self.features_name)
 
 
-def _normalise(metric: str) -> str:
-    return metric if not metric or metric.startswith("eval/") else "eval/" + metric
-
-
-def _data_dir(config: ml_collections.ConfigDict) -> str:
-    import os
-
-    from wgan_jax.config import default_data_dir
-
-    return os.path.expanduser(config.data_dir) if config.data_dir else default_data_dir()
+def digit_ink(images: np.ndarray) -> np.ndarray:
+    """The one channel of `[N, H, W, C]` `digits` images that carries the digit, `[N, H, W, 1]`:
+    grey as is, the mean of R, G and B (all equal to the grey digit in real RGB digits), the
+    alpha channel of RGBA sprites (the ink; their colour only names the class)."""
+    channels = images.shape[-1]
+    if channels == 1:
+        return images
+    if channels == 3:
+        return images.mean(axis=-1, keepdims=True)
+    if channels == 4:
+        return images[..., 3:4]
+    raise ValueError(f"digit images have 1, 3 or 4 channels, got shape {images.shape}")
 
 
 def _per_channel_features(classifier: Any) -> Callable[[np.ndarray], np.ndarray]:
@@ -203,53 +324,50 @@ def make_evaluator(
     seed: int = 0,
     kid_subsets: int = 100,
 ) -> Evaluator | None:
-    """The evaluator for `config.dataset`, or None (with a warning) when no metric applies.
+    """The evaluator `eval_plan(config)` asks for, or None (with a warning) when no metric
+    applies; logs one line saying which evaluator runs on which features.
 
     `reference_fn(n, seed)` returns n real examples (`DataIterator.reference_samples`).
     `kid_subsets` (100 in torch-fidelity's protocol) trades KID's variance for time.
-    Raises `UserError` when `config.eval.inception_weights` names a file that cannot be loaded.
+    Raises `ConfigError` for an impossible `config.eval` and `UserError` when
+    `config.eval.inception_weights` names a file that cannot be loaded.
     """
-    kind, _, name = config.dataset.partition(":")
-    num = int(config.eval.num_samples)
-    metric = config.eval.metric
-    if kind == "toy":
-        if name == "swissroll":
-            return Evaluator("swissroll", reference_fn, num_reference=num, seed=seed,
-                             metric=metric)
-        if name in TOY_MIXTURES:
-            return Evaluator("toy", reference_fn, num_reference=num, seed=seed, mixture=name,
-                             metric=metric)
-        log.warning("evaluation: no metrics for toy dataset %r", name)
+    plan = eval_plan(config)
+    if plan.kind == "none":
+        log.warning("evaluation: nothing to compute: %s; to evaluate, set "
+                    "config.eval.inception_weights to the pytorch-fid Inception weights "
+                    "(pt_inception-2015-12-05-*.pth or an .npz of them)", plan.description)
         return None
-    num = min(num, FEATURE_CAP)
-    weights = config.eval.inception_weights
-    if kind == "stacked_digits" or kind == "digits" or (config.num_channels == 1 and not weights):
-        from wgan_jax.metrics.digits_classifier import DigitClassifier
+    common = dict(num_reference=int(config.eval.num_samples), seed=seed, metric=plan.metric,
+                  features=plan.features, description=plan.description)
+    if plan.kind in ("toy", "swissroll"):
+        _, _, name = config.dataset.partition(":")
+        evaluator = Evaluator(plan.kind, reference_fn, **common,
+                              mixture=name if plan.kind == "toy" else "")
+    else:
+        common.update(num_reference=min(common["num_reference"], FEATURE_CAP),
+                      kid_subsets=kid_subsets)
+        classifier = None
+        if plan.kind == "stacked" or plan.features == "digits":
+            from wgan_jax.metrics.digits_classifier import DigitClassifier
 
-        classifier = DigitClassifier.load_or_train(_data_dir(config))
-        if kind == "stacked_digits":
-            return Evaluator("stacked", reference_fn, num_reference=num, seed=seed,
-                             feature_fn=_per_channel_features(classifier),
-                             classifier=classifier, metric=metric, kid_subsets=kid_subsets)
-        return Evaluator("digits", reference_fn, num_reference=num, seed=seed,
-                         feature_fn=classifier.features, classifier=classifier, metric=metric,
-                         kid_subsets=kid_subsets)
-    if not weights:
-        log.warning(
-            "evaluation: %s has %d channels and config.eval.inception_weights is empty, so no "
-            "FID/KID/precision/recall can be computed; set it to the pytorch-fid Inception "
-            "weights (pt_inception-2015-12-05-*.pth or an .npz of them) to enable evaluation",
-            config.dataset, config.num_channels,
-        )
-        return None
-    extractor = _load_inception(weights)
+            classifier = DigitClassifier.load_or_train(resolve_data_dir(config))
+        if plan.features == "inception":
+            extractor = _load_inception(config.eval.inception_weights)
 
-    def inception_features(images: np.ndarray) -> np.ndarray:
-        return extractor.features(images[..., :3])
+            def inception_features(images: np.ndarray) -> np.ndarray:
+                return extractor.features(images[..., :3])
 
-    return Evaluator("inception", reference_fn, num_reference=num, seed=seed,
-                     feature_fn=inception_features, inception=_ThreeChannels(extractor),
-                     metric=metric, kid_subsets=kid_subsets)
+            evaluator = Evaluator(plan.kind, reference_fn, **common, classifier=classifier,
+                                  feature_fn=inception_features,
+                                  inception=_ThreeChannels(extractor))
+        else:
+            feature_fn = (_per_channel_features(classifier) if plan.kind == "stacked"
+                          else lambda images: classifier.features(digit_ink(images)))
+            evaluator = Evaluator(plan.kind, reference_fn, **common, classifier=classifier,
+                                  feature_fn=feature_fn)
+    log.info("%s", plan.description)
+    return evaluator
 
 
 class _ThreeChannels:
@@ -263,8 +381,6 @@ class _ThreeChannels:
 
 
 def _load_inception(path: str) -> Any:
-    import os
-
     from wgan_jax.errors import UserError
     from wgan_jax.metrics.inception import InceptionExtractor
 
@@ -313,8 +429,7 @@ def evaluate_state(
 def draw_samples(gan: Any, state: Any, num: int, seed: int, use_ema: bool) -> np.ndarray:
     """`num` float32 samples from latents drawn with `seed`, in batches of 1000.
 
-    The one implementation behind `wgan_jax.sample.generate_samples` too (it lives here because
-    `sample` defines absl flags, which would clash with the flags of the CLI importing this).
+    The one implementation behind `wgan_jax.runs.generate_samples` too.
     """
     import jax
 

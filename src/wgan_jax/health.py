@@ -6,7 +6,7 @@ condition has held for `patience` consecutive rows and re-arms only after the co
 false for `patience` rows again, so a lasting problem yields one event, not one per step.
 `analyse(rows, ...)` replays a whole stream offline (used by `wgan_jax.diagnose`).
 
-An event is `{"step", "rule", "message", "advice", "evidence": {...}}`.
+An event is `{"step", "rule", "message", "advice", "evidence": {...}}` (`records.event`).
 
 Rules (metric names read; a missing metric simply skips its rule):
 
@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from wgan_jax.metrics.direction import lower_is_better
+from wgan_jax.metrics.ranking import is_better, is_eval_score, lower_is_better
+from wgan_jax.records import event
 
 # Keys that are bookkeeping, not health signals.
 _IGNORED_KEYS = ("step", "time", "timestamp", "wall_time", "epoch", "steps_per_second")
@@ -143,16 +144,6 @@ class _Median:
         return len(self.values)
 
 
-def is_eval_score(key: str) -> bool:
-    """An `eval/*` score (not a spread such as `eval/kid_std` or a count of samples)."""
-    return key.startswith("eval/") and not key.endswith(("_std", "/std", "num_samples"))
-
-
-def _better(key: str, a: float, b: float) -> bool:
-    """True if eval value `a` is better than `b` for metric `key`."""
-    return a < b if lower_is_better(key) else a > b
-
-
 class HealthMonitor:
     """Evaluates the health rules row by row; see the module docstring for the rules.
 
@@ -185,7 +176,6 @@ class HealthMonitor:
         self._eval_best: dict[str, tuple[float, int]] = {}
         self._last_skipped: float = 0.0
         self._wasserstein_medians: deque[float] = deque(maxlen=2 * int(cfg["window"]) + 1)
-        self.history: list[dict] = []  # every episode: rule, key, start, end (None if ongoing)
 
     # -- helpers ------------------------------------------------------------------------------
     def _episode(self, key: str, patience: int | None = None) -> _Episode:
@@ -199,18 +189,7 @@ class HealthMonitor:
         return self._medians[key]
 
     def _check(self, key: str, condition: bool, step: int, patience: int | None = None) -> bool:
-        episode = self._episode(key, patience)
-        was_active = episode.active
-        fired = episode.update(condition, step)
-        if fired:
-            self.history.append({"rule": key.split(":")[0], "key": key, "start": step,
-                                 "end": None})
-        elif was_active and not episode.active:
-            for item in reversed(self.history):
-                if item["key"] == key and item["end"] is None:
-                    item["end"] = step
-                    break
-        return fired
+        return self._episode(key, patience).update(condition, step)
 
     def active(self) -> dict[str, int]:
         """Episodes still ongoing: rule key -> step where it started."""
@@ -251,10 +230,6 @@ class HealthMonitor:
         self._rule_units(step, values, events)
         return events
 
-    def _event(self, step: int, rule: str, message: str, advice: str, **evidence: Any) -> dict:
-        return {"step": step, "rule": rule, "message": message, "advice": advice,
-                "evidence": {k: _clean(v) for k, v in evidence.items()}}
-
     def _rule_nonfinite(self, step: int, values: dict, events: list) -> None:
         bad = sorted(k for k, v in values.items() if not math.isfinite(v))
         skipped = values.get("nonfinite_skipped")
@@ -268,7 +243,7 @@ class HealthMonitor:
                 evidence["nonfinite_skipped"] = skipped
             what = ", ".join(bad[:5]) + ("..." if len(bad) > 5 else "") if bad else (
                 "the train step (updates skipped by the guard)")
-            events.append(self._event(
+            events.append(event(
                 step, "nonfinite",
                 f"Non-finite values (NaN or inf) at step {step}: {what}.",
                 "Lower the learning rates (generator_lr, critic_lr), keep compute_dtype float32, "
@@ -288,7 +263,7 @@ class HealthMonitor:
             high = x > cfg["explode_abs"] or (ready and x > cfg["explode_factor"] * ref)
             if self._check("exploding_gradients:" + key, high, step):
                 net = key.split("/")[1]
-                events.append(self._event(
+                events.append(event(
                     step, "exploding_gradients",
                     f"The {net} gradient norm exploded at step {step}: {_fmt(x)}, "
                     f"{_fmt(x / ref) if ref else 'inf'}x its recent median {_fmt(ref or 0.0)}.",
@@ -308,7 +283,7 @@ class HealthMonitor:
             low = x < cfg["vanish_abs"] or (
                 self.warmed_up and peak is not None and x < cfg["vanish_factor"] * peak)
             if self._check("vanishing_gradients", low, step):
-                events.append(self._event(
+                events.append(event(
                     step, "vanishing_gradients",
                     f"The generator's gradient norm collapsed to {_fmt(x)} at step {step} "
                     f"(its typical level was {_fmt(peak or 0.0)}): the generator has stopped "
@@ -337,7 +312,7 @@ class HealthMonitor:
             condition = self.warmed_up and low_d and (rising or fooled_never)
             episode = self._episode("discriminator_overpowering")
             if self._check("discriminator_overpowering", condition, step):
-                events.append(self._event(
+                events.append(event(
                     step, "discriminator_overpowering",
                     f"The discriminator overpowered the generator at step {step}: critic loss "
                     f"{_fmt(d_loss)} (near zero) while the generator loss rose to {_fmt(g_loss)} "
@@ -369,7 +344,7 @@ class HealthMonitor:
         growing = (cur > cfg["wasserstein_min"] and cur > before
                    and cur > cfg["wasserstein_growth"] * max(floor, 1e-6))
         if self._check("discriminator_overpowering", growing, step):
-            events.append(self._event(
+            events.append(event(
                 step, "discriminator_overpowering",
                 f"The Wasserstein estimate keeps growing ({_fmt(w)} at step {step}, a running "
                 f"median {_fmt(cur / max(floor, 1e-6))}x its lowest level {_fmt(floor)}): the "
@@ -402,7 +377,7 @@ class HealthMonitor:
                           "penalty_weight; with small lambda (as in the toy setting) a norm "
                           "below 1 can be acceptable.")
                 where = "below"
-            events.append(self._event(
+            events.append(event(
                 step, "penalty_off_target",
                 f"The critic's gradient norm at interpolates has stayed {where} its target "
                 f"{_fmt(target)} for {self.cfg['penalty_patience']} logged steps "
@@ -419,7 +394,7 @@ class HealthMonitor:
         if d is not None and math.isfinite(d):
             if self._check("mode_collapse:diversity", self.warmed_up and d < cfg["diversity_min"],
                            step):
-                events.append(self._event(
+                events.append(event(
                     step, "mode_collapse",
                     f"Sample diversity fell to {_fmt(d)} of the real data's at step {step}: the "
                     "generator is producing near-identical samples.",
@@ -430,7 +405,7 @@ class HealthMonitor:
             best = self._extremes.get("eval/modes:best", m)
             self._extremes["eval/modes:best"] = max(best, m)
             if self._check("mode_collapse:modes", m < cfg["modes_drop"] * best, step, patience=1):
-                events.append(self._event(
+                events.append(event(
                     step, "mode_collapse",
                     f"Captured modes dropped to {_fmt(m)} at step {step} (best {_fmt(best)}).",
                     advice, modes=m, best_modes=best,
@@ -442,14 +417,14 @@ class HealthMonitor:
             if not is_eval_score(key) or not math.isfinite(x):
                 continue
             best = self._eval_best.get(key)
-            if best is None or _better(key, x, best[0]):
+            if best is None or is_better(key, x, best[0]):
                 self._eval_best[key] = (x, step)
                 best = (x, step)
             scale = max(abs(best[0]), 1e-12)
             worse = (x - best[0]) / scale if lower_is_better(key) else (best[0] - x) / scale
             if self._check("eval_regression:" + key, worse > tol, step,
                            patience=self.cfg["eval_patience"]):
-                events.append(self._event(
+                events.append(event(
                     step, "eval_regression",
                     f"{key} got worse: {_fmt(x)} at step {step}, against its best {_fmt(best[0])} "
                     f"at step {best[1]} ({100 * worse:.0f}% worse).",
@@ -476,7 +451,7 @@ class HealthMonitor:
                 scale = max(1.4826 * mad, 1e-2 * abs(ref), 1e-6)
                 spike = abs(x - ref) > cfg["spike_factor"] * scale
             if self._check("loss_spike:" + key, spike, step, patience=1):
-                events.append(self._event(
+                events.append(event(
                     step, "loss_spike",
                     f"{key} spiked to {_fmt(x)} at step {step} (recent median {_fmt(ref)}).",
                     "A single spike is usually harmless; if they recur, lower the learning "
@@ -492,7 +467,7 @@ class HealthMonitor:
                 continue
             if key.startswith("dead_units/"):
                 if self._check("dead_units:" + key, x > cfg["dead_max"], step):
-                    events.append(self._event(
+                    events.append(event(
                         step, "dead_units",
                         f"{100 * x:.0f}% of the units in {key.split('/', 1)[1]} are dead (ReLU "
                         f"output zero for the whole batch) at step {step}.",
@@ -502,7 +477,7 @@ class HealthMonitor:
                     ))
             elif key.startswith("saturated/"):
                 if self._check("saturation:" + key, x > cfg["saturated_max"], step):
-                    events.append(self._event(
+                    events.append(event(
                         step, "saturation",
                         f"{100 * x:.0f}% of the {key.split('/', 1)[1]}'s tanh outputs are "
                         f"saturated (|y| > 0.99) at step {step}; its gradients vanish there.",
@@ -510,13 +485,6 @@ class HealthMonitor:
                         "keep BatchNorm in the generator.",
                         metric=key, value=x, threshold=cfg["saturated_max"],
                     ))
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    return value
 
 
 def format_event(event: Mapping) -> str:

@@ -14,12 +14,17 @@ Every process reads only its own rows of each global batch (the rows its devices
 assembled with `jax.make_array_from_process_local_data`. Host batches are built ahead of use by
 grain's reader threads, so the step does not wait for decoding. Since every element is a pure
 function of its index, an iterator's position is one integer (`get_state`/`set_state`), and a
-checkpoint restores it exactly.
+checkpoint restores it exactly. The state also records the global batch and `n_critic` that
+counted it: an image stream resumed with other values continues at the same example when that
+example starts a new iteration (`position * n_critic * global_batch` examples were used), and
+is refused otherwise; toy batches are a function of the batch size, so a toy run refuses any
+change.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -35,6 +40,8 @@ from jax.sharding import PartitionSpec as P
 from wgan_jax.config import data_shape
 from wgan_jax.data import toy
 from wgan_jax.errors import DataError
+
+log = logging.getLogger("wgan_jax")
 
 _ENDLESS = sys.maxsize // 2**20  # iterations: more than any run, small enough to index
 _THREADS = max(2, min(8, os.cpu_count() or 2))  # decoding threads (PIL releases the GIL)
@@ -73,8 +80,10 @@ class DataIterator:
         reference_fn: Callable[[int, int], np.ndarray],
         read_options: grain.ReadOptions = IMAGE_READ,
         labels_fn: Callable[[int, int], np.ndarray | None] | None = None,
+        example_stream: bool = True,
     ) -> None:
         self._local = local
+        self._example_stream = example_stream  # iterations are consecutive runs of examples
         self._global_shape = (n_critic, global_batch, *shape)
         self._sharding = NamedSharding(mesh, P(None, "data"))
         self._reference_fn = reference_fn
@@ -104,10 +113,16 @@ class DataIterator:
         )
 
     def get_state(self) -> dict[str, Any]:
-        return {"position": self.position}
+        n_critic, batch = self._global_shape[:2]
+        return {"position": self.position, "global_batch": batch, "n_critic": n_critic}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        position = int(state["position"])
+        """Continues at a saved position (see the module docstring for a changed batch)."""
+        position = _map_position(state, *self._global_shape[:2], self._example_stream)
+        if position != int(state["position"]):
+            log.info("data position %d (global_batch_size=%s, n_critic=%s) continues as position "
+                     "%d of this run's iterations", int(state["position"]),
+                     state.get("global_batch"), state.get("n_critic"), position)
         if position != self.position or self._iter is None:
             self.close()
             self.position = position
@@ -125,6 +140,31 @@ class DataIterator:
     def reference_labels(self, n: int, seed: int = 0) -> np.ndarray | None:
         """Class labels of `reference_samples(n, seed)` (`[n, 3]` for stacked digits), or None."""
         return None if self._labels_fn is None else self._labels_fn(n, seed)
+
+
+def _map_position(
+    state: dict[str, Any], n_critic: int, batch: int, example_stream: bool
+) -> int:
+    """The position, in this iterator's iterations, of a saved state; `DataError` if inexact.
+
+    States without `global_batch` (older checkpoints, rollbacks to step 0) are taken as is.
+    """
+    position = int(state["position"])
+    saved_batch = int(state.get("global_batch", batch))
+    saved_critic = int(state.get("n_critic", n_critic))
+    if (saved_batch, saved_critic) == (batch, n_critic):
+        return position
+    examples = position * saved_critic * saved_batch
+    was = (f"the checkpoint's data position was counted with global_batch_size={saved_batch}, "
+           f"n_critic={saved_critic} (this run: {batch}, {n_critic})")
+    if not example_stream:
+        raise DataError(f"{was}; toy batches depend on the batch size, so the position cannot "
+                        "be carried over: resume with the original values or use a new --workdir")
+    if examples % (n_critic * batch):
+        raise DataError(f"{was}; its {examples} examples used are not a whole number of this "
+                        f"run's iterations of {n_critic * batch}: resume with the original values "
+                        "or use a new --workdir")
+    return examples // (n_critic * batch)
 
 
 class _ToyIteration:
@@ -202,9 +242,9 @@ def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
             grain.MapDataset.range(_ENDLESS).map(iteration), toy_reference, None, TOY_READ
         )
 
-    from wgan_jax.data import images
+    from wgan_jax.data import images, sources
 
-    source = images.make_image_source(config)
+    source = sources.make_image_source(config)
     if len(source) == 0:
         raise DataError(f"{config.dataset}: the dataset is empty")
     stream = ImageStream(source, seed)
@@ -241,5 +281,5 @@ def create_input_pipeline(config: ml_collections.ConfigDict, mesh: Mesh) -> Data
     data = local_data(config, rows)
     return DataIterator(
         data.dataset, mesh, batch, n_critic, shape, data.reference_fn, data.read_options,
-        data.labels_fn,
+        data.labels_fn, example_stream=not config.dataset.startswith("toy:"),
     )

@@ -13,9 +13,11 @@ from ml_collections import config_flags
 
 from wgan_jax import cli, default_config
 
+# No default here: `run` names the embedded default file when `--config` is absent, so that
+# it goes through the same loading, overrides and validation as a user's file.
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
-    default_config.__file__,
+    None,
     "Config file (configs/NAME.py); default: the embedded default. Override keys with "
     "--config.key=value.",
     lock_config=True,
@@ -66,7 +68,12 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    app.run(main, flags_parser=cli.parse_flags)
+    app.run(
+        main,
+        flags_parser=lambda argv: cli.parse_flags(
+            cli.with_config_file(argv, default_config.__file__)
+        ),
+    )
 
 
 if __name__ == "__main__":

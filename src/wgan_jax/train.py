@@ -1,4 +1,4 @@
-"""The trainer: the only loop. data -> step -> writers, health rules, checkpoints, evaluation.
+"""The trainer: the only loop. data -> step -> records, health rules, checkpoints, evaluation.
 
 `train_and_evaluate(config, workdir)` is importable and testable; `wgan_jax.main` is a thin
 face over it. Bring your own networks (NNX, Linen or `(init, apply)`) with `generator=`
@@ -7,6 +7,7 @@ and `critic=`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -21,13 +22,13 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import evaluation, fs, input_pipeline, writers
+from wgan_jax import evaluation, fs, input_pipeline, plots, records
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.errors import UserError
 from wgan_jax.health import HealthMonitor, format_event
-from wgan_jax.models import build_models
 from wgan_jax.progress import Progress
-from wgan_jax.state import GAN, TrainState, apply_generator, create_train_state, make_optimizers
+from wgan_jax.runs import abstract_train_state, build_gan, build_networks
+from wgan_jax.state import GAN, TrainState, apply_generator, create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
 
 log = logging.getLogger("wgan_jax")
@@ -44,42 +45,10 @@ def topology_line(config: ml_collections.ConfigDict, mesh) -> str:
     )
 
 
-def build_gan(
-    config: ml_collections.ConfigDict,
-    generator: Any = None,
-    critic: Any = None,
-    lr_scale: float = 1.0,
-) -> GAN:
-    """The networks (the config's, or the caller's own: anything `models.contract.as_model`
-    accepts) and their optimizers."""
-    default_g, default_c = build_models(config)
-    g_tx, d_tx = make_optimizers(config, lr_scale)
-    return GAN(default_g if generator is None else generator,
-               default_c if critic is None else critic, g_tx, d_tx, config.model.z_dim)
-
-
 def replicate(tree: Any, mesh) -> Any:
     """Places every leaf on all devices of `mesh` (parameters are replicated)."""
     sharding = NamedSharding(mesh, P())
     return jax.tree.map(lambda x: jax.device_put(x, sharding), tree)
-
-
-def abstract_state(state: Any, mesh) -> Any:
-    """Shapes and dtypes of `state` (arrays or `ShapeDtypeStruct`s), replicated on `mesh`.
-
-    Restoring into this places a checkpoint written on any device count on the current mesh.
-    """
-    sharding = NamedSharding(mesh, P())
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state)
-
-
-def abstract_train_state(gan: GAN, config: ml_collections.ConfigDict, mesh) -> Any:
-    """The `TrainState` structure on `mesh` without computing it (no init, no compilation)."""
-    shape = data_shape(config)
-    return abstract_state(
-        jax.eval_shape(lambda: create_train_state(gan, shape, config.seed, config.ema_decay > 0)),
-        mesh,
-    )
 
 
 class _Stop:
@@ -169,11 +138,6 @@ class _Guard:
         return None
 
 
-def _event(step: int, rule: str, message: str, advice: str = "", **evidence: Any) -> dict:
-    return {"step": int(step), "rule": rule, "message": message, "advice": advice,
-            "evidence": evidence}
-
-
 def _write_config(config: ml_collections.ConfigDict, workdir: str) -> None:
     fs.write_atomic(fs.join(workdir, "config.json"),
                     config.to_json_best_effort(indent=2, sort_keys=True))
@@ -194,11 +158,67 @@ class _Sampler:
         samples = np.asarray(jax.device_get(self._gen(state, self.z)), np.float32)
         path = fs.join(workdir, "samples", f"step_{step:07d}.png")
         if self.toy:
-            writers.save_scatter(path, samples, self.reference, title=f"step {step}")
+            plots.save_scatter(path, samples, self.reference, title=f"step {step}")
         else:
-            writers.save_image_grid(path, np.clip(samples, -1, 1))
+            plots.save_image_grid(path, np.clip(samples, -1, 1))
             writer.write_images(step, "samples", np.clip(samples, -1, 1))
         return path
+
+
+@dataclasses.dataclass(frozen=True)
+class Due:
+    """What the loop does after an iteration besides the step itself."""
+
+    log: bool  # a metrics row (also on the step a stop signal arrives)
+    guard: bool  # the row is a regular one and feeds the divergence guard
+    sample: bool
+    plot: bool
+    evaluate: bool
+    checkpoint: bool  # a periodic checkpoint (others follow evaluations, stops and the end)
+
+
+def itstime(step: int, every: int, total: int, *, last: bool = False) -> bool:
+    """Whether an action run every `every` iterations (0: never) is due after `step`;
+    with `last`, also after the final iteration `total`."""
+    return (every > 0 and step % every == 0) or (last and step == total)
+
+
+def due_actions(config: ml_collections.ConfigDict, step: int, *, stopping: bool,
+                evaluating: bool, is_main: bool) -> Due:
+    """The one rule deciding the loop's periodic actions after iteration `step`.
+
+    Only regular logging rows feed the guard, so that the extra row of a stop step cannot make
+    a resumed run decide differently; no evaluation starts once a stop was requested.
+    """
+    total = config.num_iterations
+    regular_row = itstime(step, config.log_every, total, last=True)
+    return Due(
+        log=regular_row or stopping,
+        guard=regular_row,
+        sample=is_main and itstime(step, config.sample_every, total),
+        plot=is_main and itstime(step, config.plot_every, total),
+        evaluate=evaluating and not stopping
+        and itstime(step, config.eval_every, total, last=True),
+        checkpoint=itstime(step, config.checkpoint_every, total),
+    )
+
+
+class _Rate:
+    """Iterations per second since the previous call."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+    def __call__(self, iterations: int) -> float:
+        now = time.monotonic()
+        elapsed, self.last = now - self.last, now
+        return iterations / elapsed if elapsed > 0 else 0.0
+
+
+def _record_health(monitor: HealthMonitor, writer, step: int, row: dict[str, float]) -> None:
+    for event in monitor.update({"step": step, **row}):
+        writer.write_event(event)
+        log.warning("health: %s", format_event(event))
 
 
 def train_and_evaluate(
@@ -210,10 +230,13 @@ def train_and_evaluate(
 ) -> dict[str, Any]:
     """Trains (resuming from `workdir`'s newest checkpoint) and returns a summary dict.
 
-    `workdir` is a local directory or a URL such as `gs://bucket/run` (see `wgan_jax.fs`).
+    `generator` and `critic` are your own networks (else `config.model` names them, see
+    `wgan_jax.models.build_models`). `workdir` is a local directory or a URL such as
+    `gs://bucket/run` (see `wgan_jax.fs`).
     """
     mesh = make_mesh()
     validate_config(config, mesh.devices.size)
+    generator, critic = build_networks(config, generator, critic)  # factory errors: no write yet
     is_main = jax.process_index() == 0
     lock = ckpt.WorkdirLock(workdir) if is_main else None
     it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
@@ -258,18 +281,18 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         log.info("resuming from checkpoint %d in %s", start, checkpointer.directory)
     if is_main:
         _write_config(config, workdir)
-    writer = writers.MetricWriter(
+    writer = records.MetricWriter(
         workdir, enabled=is_main, resume_step=start if restored is not None else None
     )
     for bad_step, reason in checkpointer.skipped:
-        writer.write_event(_event(
+        writer.write_event(records.event(
             start, "checkpoint",
             f"checkpoint {bad_step} is unreadable ({reason[:160]}); "
             + (f"resumed from {start}" if restored is not None else "started afresh"),
             "the unreadable checkpoint was moved aside as <step>.corrupt-<time>",
             skipped_step=bad_step))
     if restored is not None:
-        writer.write_event(_event(start, "resume", f"resumed from checkpoint {start}",
+        writer.write_event(records.event(start, "resume", f"resumed from checkpoint {start}",
                                   lr_scale=guard.lr_scale, rollbacks=guard.rollbacks))
     try:
         monitor = HealthMonitor(
@@ -289,7 +312,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         progress = Progress(start, config.num_iterations, enabled=is_main)
         total = config.num_iterations
         last_metrics: dict[str, float] = {}
-        t_log = time.monotonic()
+        rate = _Rate()
         step = start
         stopping = False
 
@@ -304,24 +327,20 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                 progress.update(step)
                 at_end = step == total
                 stopping = stop.requested or checkpointer.reached_preemption(step)
-                if step % config.log_every == 0 or at_end or stopping:
+                due = due_actions(config, step, stopping=stopping,
+                                  evaluating=evaluator is not None, is_main=is_main)
+                if due.log:
                     row = {k: float(v) for k, v in jax.device_get(metrics).items()}
-                    elapsed = time.monotonic() - t_log
-                    t_log = time.monotonic()
-                    row["steps_per_second"] = config.log_every / elapsed if elapsed > 0 else 0.0
+                    row["steps_per_second"] = rate(config.log_every)
                     writer.write_scalars(step, row)
+                    writer.write_histograms(step, records.layer_grad_norm_histograms(row))
                     last_metrics = row
-                    for event in monitor.update({"step": step, **row}):
-                        writer.write_event(event)
-                        log.warning("health: %s", format_event(event))
+                    _record_health(monitor, writer, step, row)
                     if is_main:
                         log.info("%s | critic %.4f gen %.4f W %.4f gp %.4f", progress.summary(step),
                                  row["critic_loss"], row["generator_loss"],
                                  row["wasserstein_estimate"], row["gradient_penalty"])
-                    # Only regular logging rows feed the guard, so that the extra row of a
-                    # stop step cannot make a resumed run decide differently.
-                    regular = step % config.log_every == 0 or at_end
-                    trouble = guard.check(row) if regular else None
+                    trouble = guard.check(row) if due.guard else None
                     if trouble is not None and not stopping:
                         state, gan, step = _roll_back(
                             config, mesh, checkpointer, writer, guard, it, step, trouble,
@@ -329,23 +348,19 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                         )
                         step_fn = make_train_step(StepConfig.from_config(config), mesh, gan)
                         continue
-                if config.sample_every and (step % config.sample_every == 0) and is_main:
+                if due.sample:
                     sampler.save(state, step, workdir, writer)
-                if is_main and config.plot_every and step % config.plot_every == 0:
-                    writers.update_plots(workdir)
+                if due.plot:
+                    records.update_plots(workdir)
                 # An evaluation's checkpoint competes for checkpoints/best.json.
                 eval_metrics: dict[str, float] | None = None
-                if evaluator is not None and not stopping and (
-                    step % config.eval_every == 0 or at_end
-                ):
+                if due.evaluate:
                     eval_metrics = evaluation.evaluate_state(
                         config, gan, state, seed=config.seed, evaluator=evaluator
                     )
                     writer.write_scalars(step, eval_metrics)
                     last_metrics.update(eval_metrics)
-                    for event in monitor.update({"step": step, **eval_metrics}):
-                        writer.write_event(event)
-                        log.warning("health: %s", format_event(event))
+                    _record_health(monitor, writer, step, eval_metrics)
                     if is_main:
                         log.info("eval step %d: %s", step, " ".join(
                             f"{k}={v:.4g}" for k, v in sorted(eval_metrics.items())))
@@ -353,10 +368,9 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                         log.info("early stopping: %s did not improve for %d evaluations "
                                  "(best %.4g)", evaluator.metric, early.patience, early.best)
                         stopped_by_early_stopping = True
-                periodic = bool(config.checkpoint_every) and step % config.checkpoint_every == 0
                 if at_end or stopping or stopped_by_early_stopping or eval_metrics is not None:
                     checkpointer.save(step, state, data_state(), eval_metrics)
-                elif periodic:
+                elif due.checkpoint:
                     if float(metrics["nonfinite_consecutive"]) > 0:
                         log.warning("step %d: updates are being skipped as non-finite; periodic "
                                     "checkpoint deferred", step)
@@ -365,12 +379,14 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                 if stopping or stopped_by_early_stopping:
                     break
         checkpointer.wait()
+        if not ckpt.all_finite(state):
+            _fail_nonfinite_final(step, checkpointer, writer)
         if stopping:
             log.info("checkpoint %d committed; stopped at step %d of %d (run again to resume)",
                      checkpointer.latest_step() or 0, step, total)
         elif is_main:
             path = sampler.save(state, step, workdir, writer)
-            writers.update_plots(workdir)
+            records.update_plots(workdir)
             log.info("samples: %s", path)
         writer.close()
         checkpointer.close()
@@ -388,13 +404,26 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         raise
 
 
+def _fail_nonfinite_final(step: int, checkpointer, writer) -> None:
+    """The run ends with a non-finite state, which is never saved: say so, name the last good
+    checkpoint (an event and a `UserError`), so that the run does not end as if it succeeded."""
+    last = checkpointer.latest_step()
+    good = f"the last good checkpoint is {last}" if last is not None else "no checkpoint was saved"
+    message = f"the state at step {step} holds non-finite values and was not saved; {good}"
+    writer.write_event(records.event(
+        step, "nonfinite_final", message,
+        "resume from the last good checkpoint with lower learning rates or a higher "
+        "penalty_weight, or check the data", last_good_checkpoint=last))
+    raise UserError(message)
+
+
 def _roll_back(config, mesh, checkpointer, writer, guard, it, step, trouble, make_gan):
     """Restores the newest good checkpoint with both learning rates lowered; gives up after
     `config.max_rollbacks`. Returns (state, gan, step restored)."""
     reason, evidence = trouble
     guard.rollbacks += 1
     if guard.rollbacks > config.max_rollbacks:
-        writer.write_event(_event(step, "rollback", f"gave up: {reason}", **evidence))
+        writer.write_event(records.event(step, "rollback", f"gave up: {reason}", **evidence))
         raise UserError(
             f"training diverged at step {step} ({reason}) after {config.max_rollbacks} "
             "rollbacks (config.max_rollbacks); lower critic_lr/generator_lr, raise "
@@ -415,35 +444,9 @@ def _roll_back(config, mesh, checkpointer, writer, guard, it, step, trouble, mak
         it.set_state(saved_data)
     message = (f"rolled back from step {step} to checkpoint {to_step}: {reason} "
                f"(rollback {guard.rollbacks} of at most {config.max_rollbacks})")
-    writer.write_event(_event(
+    writer.write_event(records.event(
         step, "rollback", message,
         f"both learning rates are now x{guard.lr_scale:g} of the configured ones",
         to_step=to_step, lr_scale=guard.lr_scale, rollbacks=guard.rollbacks, **evidence))
     log.warning("%s", message)
     return state, gan, to_step
-
-
-def load_config_json(workdir: str) -> ml_collections.ConfigDict:
-    """The config a run in `workdir` was trained with, over today's defaults."""
-    from wgan_jax.config import get_default_config
-
-    path = fs.join(workdir, "config.json")
-    try:
-        saved = json.loads(fs.read_text(path))
-    except FileNotFoundError:
-        raise UserError(f"{path} not found: is {workdir!r} a wgan_jax workdir?") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path} cannot be read: {error}") from None
-    config = get_default_config()
-    _update(config, saved)
-    return config
-
-
-def _update(config: ml_collections.ConfigDict, values: dict[str, Any]) -> None:
-    for key, value in values.items():
-        if key not in config:
-            continue
-        if isinstance(config[key], ml_collections.ConfigDict):
-            _update(config[key], value)
-        else:
-            config[key] = type(config[key])(value) if config[key] is not None else value

@@ -8,11 +8,9 @@ epochs, processes or devices.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import ml_collections
 import numpy as np
 from PIL import Image
 
@@ -62,10 +60,6 @@ class MappedSource:
 def to_float(images: np.ndarray) -> np.ndarray:
     """uint8 pixels -> float32 in [-1, 1] (0 -> -1, 255 -> 1)."""
     return images.astype(np.float32) * np.float32(1.0 / 127.5) - np.float32(1.0)
-
-
-def pil_mode_for(channels: int) -> str:
-    return _MODE_OF_CHANNELS[channels]
 
 
 def _center_crop_resize(img: Image.Image, size: int) -> Image.Image:
@@ -141,38 +135,3 @@ def prepare_array(image: np.ndarray, size: int, channels: int, what: str) -> np.
         if image.ndim == 3 and image.shape[-1] == channels:
             return image
     return prepare_image(Image.fromarray(image, mode=mode), size, channels, what)
-
-
-def resolve_data_dir(config: ml_collections.ConfigDict) -> str:
-    """`config.data_dir`, or the default (`$WGAN_JAX_DATA_DIR` or ~/.cache/wgan_jax/data)."""
-    from wgan_jax.config import default_data_dir
-
-    return os.path.expanduser(config.data_dir) if config.data_dir else default_data_dir()
-
-
-def make_image_source(config: ml_collections.ConfigDict) -> ImageSource:
-    """The uint8 source `config.dataset` names, at `config.image_size` / `num_channels`."""
-    kind, _, name = config.dataset.partition(":")
-    size, channels = config.image_size, config.num_channels
-    if kind == "digits":
-        from wgan_jax.data import digits
-
-        return digits.digits_source(size, channels)
-    if kind == "stacked_digits":
-        from wgan_jax.data import digits
-
-        return digits.stacked_digits_source(size)
-    if kind == "folder":
-        from wgan_jax.data import folder
-
-        return folder.folder_source(
-            name, resolve_data_dir(config), size, channels, config.skip_corrupt_images
-        )
-    if kind == "tfds":
-        from wgan_jax.data import tfds_source
-
-        return tfds_source.tfds_image_source(name, resolve_data_dir(config), size, channels)
-    raise DataError(
-        f"unknown dataset {config.dataset!r}; use toy:NAME, digits, stacked_digits, tfds:NAME "
-        "or folder:/path"
-    )

@@ -1,10 +1,11 @@
 """``tfds:NAME``: any prepared TFDS image dataset, read with random access (no TensorFlow).
 
-Reads the ``train`` split through `tfds` data sources (array_record files prepared beforehand,
+Reads one split (``config.data_split``, ``train`` by default, in TFDS's split syntax such as
+``test`` or ``train[:80%]``) through `tfds` data sources (array_record files prepared beforehand,
 e.g. ``tfds build NAME --data_dir DIR --file_format=array_record``). Nothing is ever downloaded
 at run time: a dataset that is not prepared in the data dir is a one-line `DataError`.
-Each example's image is centre-cropped, resized and converted to the configured channels on
-access.
+Each example's image (the feature named ``image``, else the dataset's first image feature) is
+centre-cropped, resized and converted to the configured channels on access.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import numpy as np
 
 from wgan_jax.data.images import MappedSource, prepare_array
 from wgan_jax.errors import DataError
-
-SPLIT = "train"
 
 
 def _image_key(features: Any, what: str) -> str:
@@ -42,7 +41,9 @@ class _ImageOf:
         return prepare_array(example[self.key], self.size, self.channels, self.what)
 
 
-def _not_prepared(name: str, data_dir: str, builder: Any, error: Exception) -> DataError:
+def _not_prepared(
+    name: str, data_dir: str, builder: Any, error: Exception, split: str
+) -> DataError:
     if not os.path.isdir(data_dir):
         return DataError(f"tfds:{name}: data_dir {data_dir} does not exist (set config.data_dir "
                          "to the directory holding prepared TFDS datasets)")
@@ -53,12 +54,24 @@ def _not_prepared(name: str, data_dir: str, builder: Any, error: Exception) -> D
             "(nothing is downloaded at run time)"
         )
     first = " ".join(str(error).split())[:200]
-    return DataError(f"tfds:{name}: cannot open the prepared data in {data_dir} (it must be "
-                     f"array_record for random access): {first}")
+    return DataError(f"tfds:{name}: cannot open split {split!r} (config.data_split) of the "
+                     f"prepared data in {data_dir} (it must be array_record for random access): "
+                     f"{first}")
 
 
-def tfds_image_source(name: str, data_dir: str, size: int, channels: int) -> MappedSource:
-    """The ``train`` images of TFDS dataset `name` in `data_dir`, as a uint8 source."""
+def _check_split(split: str, builder: Any, what: str) -> None:
+    """A split that names none of the dataset's splits is a one-line `DataError`."""
+    available = sorted(builder.info.splits)
+    names = [part.split("[")[0].strip() for part in split.split("+")]  # "train[:10%]+test"
+    if available and any(name not in available for name in names):
+        raise DataError(f"{what}: no split {split!r} (config.data_split); the dataset has "
+                        f"{', '.join(available)}")
+
+
+def tfds_image_source(
+    name: str, data_dir: str, size: int, channels: int, split: str = "train"
+) -> MappedSource:
+    """The images of split `split` of TFDS dataset `name` in `data_dir`, as a uint8 source."""
     import tensorflow_datasets as tfds
 
     what = f"tfds:{name}"
@@ -69,10 +82,12 @@ def tfds_image_source(name: str, data_dir: str, size: int, channels: int) -> Map
             raise DataError(f"{what}: no TFDS dataset named {name!r}") from None
         raise DataError(f"{what}: {' '.join(str(error).split())[:200]}") from None
     key = _image_key(builder.info.features, what)
+    if builder.is_prepared():
+        _check_split(split, builder, what)
     try:
-        records = builder.as_data_source(split=SPLIT)
+        records = builder.as_data_source(split=split)
     except Exception as error:  # unprepared data surfaces as assorted errors in tfds
-        raise _not_prepared(name, data_dir, builder, error) from None
+        raise _not_prepared(name, data_dir, builder, error, split) from None
     if len(records) == 0:
-        raise DataError(f"{what}: the {SPLIT!r} split in {data_dir} is empty")
+        raise DataError(f"{what}: the {split!r} split in {data_dir} is empty")
     return MappedSource(records, _ImageOf(key, size, channels, what))

@@ -6,37 +6,17 @@ import math
 
 import numpy as np
 
-TOY_MIXTURES = ("ring8", "grid25", "8gaussians", "25gaussians")
+from wgan_jax.data.toy import MIXTURES
+
+TOY_MIXTURES = tuple(MIXTURES)
 
 
 def toy_mixture(name: str) -> tuple[np.ndarray, float]:
-    """Mode centres ``[K, 2]`` and per-coordinate std of a named mixture.
-
-    ring8: 8 modes at angle 2*pi*k/8 on the unit circle, std 0.01. grid25: {-4,-2,0,2,4}^2,
-    std 0.05. 8gaussians / 25gaussians: the WGAN-GP reference toy data after its final rescaling
-    (8gaussians: scale-2 unit-circle compass points with std 0.02, all divided by 1.414;
-    25gaussians: {-4,-2,0,2,4}^2 with std 0.05, all divided by 2.828).
-    """
-    if name == "ring8":
-        angles = 2.0 * np.pi * np.arange(8) / 8
-        return np.stack([np.cos(angles), np.sin(angles)], axis=1), 0.01
-    if name == "grid25":
-        return _grid(2.0), 0.05
-    if name == "8gaussians":
-        s = 1.0 / math.sqrt(2.0)
-        unit = np.array(
-            [[1, 0], [-1, 0], [0, 1], [0, -1], [s, s], [s, -s], [-s, s], [-s, -s]], dtype=np.float64
-        )
-        return 2.0 * unit / 1.414, 0.02 / 1.414
-    if name == "25gaussians":
-        return _grid(2.0) / 2.828, 0.05 / 2.828
-    raise ValueError(f"unknown toy mixture {name!r}; expected one of {TOY_MIXTURES}")
-
-
-def _grid(spacing: float) -> np.ndarray:
-    ticks = spacing * np.arange(-2, 3, dtype=np.float64)
-    xx, yy = np.meshgrid(ticks, ticks, indexing="ij")
-    return np.stack([xx.ravel(), yy.ravel()], axis=1)
+    """Mode centres ``[K, 2]`` and per-coordinate std of a named mixture (`data.toy.MIXTURES`)."""
+    if name not in MIXTURES:
+        raise ValueError(f"unknown toy mixture {name!r}; expected one of {TOY_MIXTURES}")
+    centres, std = MIXTURES[name]
+    return centres(), std
 
 
 def toy_mode_metrics(

@@ -1,0 +1,249 @@
+"""A run on disk, rebuilt: its config, its networks, a restored checkpoint, samples, metrics.
+
+The trainer (to start and to resume) and the commands `sample`, `evaluate` and `diagnose` load
+runs through these functions, so a run trained with your own networks (`model.generator`,
+`model.critic`) is rebuilt from its `config.json` alone, exactly as the trainer built it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import ml_collections
+
+from wgan_jax import fs
+from wgan_jax.config import data_shape, get_config_schema
+from wgan_jax.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from wgan_jax.state import GAN, TrainState
+
+# JAX, Flax and orbax are imported where used: reading a run's config (e.g. for `diagnose`)
+# needs none of them.
+log = logging.getLogger("wgan_jax")
+
+CONFIG_FILE = "config.json"
+
+
+def read_config_dict(workdir: str) -> dict[str, Any] | None:
+    """The JSON object in `workdir`'s config.json, None when there is no such file.
+
+    Raises `UserError` when the file cannot be read or does not hold a JSON object.
+    """
+    path = fs.join(workdir, CONFIG_FILE)
+    try:
+        saved = json.loads(fs.read_text(path))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path} cannot be read: {error}") from None
+    if not isinstance(saved, dict):
+        raise UserError(f"{path} does not hold a JSON object")
+    return saved
+
+
+def load_config_json(workdir: str) -> ml_collections.ConfigDict:
+    """The config a run in `workdir` was trained with, over today's schema.
+
+    Keys this version does not know (e.g. from a newer or older version) are left out with a
+    warning that names them; keys the file lacks keep today's defaults.
+    """
+    saved = read_config_dict(workdir)
+    if saved is None:
+        path = fs.join(workdir, CONFIG_FILE)
+        raise UserError(f"{path} not found: is {workdir!r} a wgan_jax workdir?")
+    config = get_config_schema()
+    unknown = _update(config, saved, "", fs.join(workdir, CONFIG_FILE))
+    if unknown:
+        log.warning("%s: ignoring keys this version does not know: %s",
+                    fs.join(workdir, CONFIG_FILE), ", ".join(unknown))
+    return config
+
+
+def _update(
+    config: ml_collections.ConfigDict, values: dict[str, Any], prefix: str, path: str
+) -> list[str]:
+    """Copies `values` into `config` (converting to the schema's types); returns unknown keys."""
+    unknown = []
+    for key, value in values.items():
+        if key not in config:
+            unknown.append(prefix + key)
+        elif isinstance(config[key], ml_collections.ConfigDict):
+            if not isinstance(value, dict):
+                raise UserError(f"{path}: {prefix}{key} must be an object, got {value!r}")
+            unknown += _update(config[key], value, f"{prefix}{key}.", path)
+        elif config[key] is None:
+            config[key] = value
+        else:
+            try:
+                config[key] = type(config[key])(value)
+            except (TypeError, ValueError):
+                raise UserError(f"{path}: {prefix}{key} = {value!r} is not a "
+                                f"{type(config[key]).__name__}") from None
+    return unknown
+
+
+def build_networks(
+    config: ml_collections.ConfigDict, generator: Any = None, critic: Any = None
+) -> tuple[Any, Any]:
+    """(generator, critic): the caller's own objects where given, else those `config` names.
+
+    Giving an object and naming a factory in the config for the same network is refused
+    (`ConfigError`): the run's config.json must say which networks were trained.
+    """
+    for which, given in (("generator", generator), ("critic", critic)):
+        if given is not None and config.model[which]:
+            raise ConfigError(
+                f"config.model.{which}: names {config.model[which]!r} but a {which} object "
+                "was passed too; give one of them"
+            )
+    from wgan_jax.models import build_models
+
+    if generator is None or critic is None:
+        config_g, config_c = build_models(config)
+        generator = config_g if generator is None else generator
+        critic = config_c if critic is None else critic
+    return generator, critic
+
+
+def build_gan(
+    config: ml_collections.ConfigDict,
+    generator: Any = None,
+    critic: Any = None,
+    lr_scale: float = 1.0,
+) -> GAN:
+    """The networks (the caller's, else the config's) with their optimizers."""
+    from wgan_jax.state import GAN, make_optimizers
+
+    if generator is None or critic is None:
+        generator, critic = build_networks(config, generator, critic)
+    g_tx, d_tx = make_optimizers(config, lr_scale)
+    return GAN(generator, critic, g_tx, d_tx, config.model.z_dim)
+
+
+def abstract_state(state: Any, mesh) -> Any:
+    """Shapes and dtypes of `state` (arrays or `ShapeDtypeStruct`s), replicated on `mesh`.
+
+    Restoring into this places a checkpoint written on any device count on the current mesh.
+    """
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    sharding = NamedSharding(mesh, P())
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state)
+
+
+def abstract_train_state(gan: GAN, config: ml_collections.ConfigDict, mesh) -> Any:
+    """The `TrainState` structure on `mesh` without computing it (no init, no compilation)."""
+    import jax
+
+    from wgan_jax.state import create_train_state
+
+    shape = data_shape(config)
+    return abstract_state(
+        jax.eval_shape(lambda: create_train_state(gan, shape, config.seed, config.ema_decay > 0)),
+        mesh,
+    )
+
+
+def parse_checkpoint(which: str) -> str | int:
+    """"latest", "best" or a step number; `ValueError` (saying what is accepted) otherwise."""
+    if which in ("latest", "best"):
+        return which
+    if which.isdigit():
+        return int(which)
+    raise ValueError(f"must be latest, best or a step number, got {which!r}")
+
+
+class Run(NamedTuple):
+    """A run restored from its workdir: config, networks and optimizers, state, its step."""
+
+    config: ml_collections.ConfigDict
+    gan: GAN
+    state: TrainState
+    step: int
+
+
+def load_run(workdir: str, checkpoint: str = "latest") -> Run:
+    """Restores `workdir`'s checkpoint (latest, best or a step) on the local devices.
+
+    Read-only: a trainer may be writing this workdir right now.
+    """
+    from wgan_jax import checkpoint as ckpt
+    from wgan_jax.step import make_mesh
+
+    if not fs.isdir(workdir):
+        raise UserError(f"workdir {workdir!r} does not exist")
+    try:
+        which = parse_checkpoint(checkpoint)
+    except ValueError as error:
+        raise UserError(f"checkpoint {error}") from None
+    config = load_config_json(workdir)
+    gan = build_gan(config)
+    mesh = make_mesh()
+    checkpointer = ckpt.Checkpointer(workdir, best_metric=config.eval.metric, read_only=True)
+    try:
+        if which == "best":
+            best = checkpointer.best()
+            if best is None:
+                raise UserError(f"{workdir} has no best checkpoint (evaluation was off)")
+            step = int(best["step"])
+        elif which == "latest":
+            step = None
+        else:
+            step = int(which)
+            if step not in checkpointer.all_steps():
+                raise UserError(f"no checkpoint {step} in {checkpointer.directory}; "
+                                f"have {checkpointer.all_steps()}")
+        restored = checkpointer.restore(abstract_train_state(gan, config, mesh), step)
+    finally:
+        checkpointer.close()
+    if restored is None:
+        raise UserError(f"no checkpoint in {checkpointer.directory}")
+    state, _, step = restored
+    return Run(config, gan, state, int(step))
+
+
+def generate_samples(
+    gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool = False
+) -> np.ndarray:
+    """`num` samples as float32 numpy, from latents drawn with `seed` (batching-independent).
+
+    `use_ema` asks for the EMA generator; a run that kept none raises `UserError`.
+    """
+    from wgan_jax.evaluation import draw_samples
+
+    if use_ema and state.ema_params is None:
+        raise UserError("this run kept no EMA generator weights (config.ema_decay was 0)")
+    return draw_samples(gan, state, num, seed=seed, use_ema=use_ema)
+
+
+def evaluate_run(workdir: str, checkpoint: str = "latest", num: int | None = None,
+                 seed: int = 0) -> dict[str, Any]:
+    """The sample-quality metrics of one checkpoint of `workdir`, with the settings used."""
+    from wgan_jax.evaluation import evaluate_state, make_evaluator, reference_fn_for
+
+    config, gan, state, step = load_run(workdir, checkpoint)
+    if num is not None:
+        config.eval.num_samples = num
+    evaluator = make_evaluator(config, reference_fn_for(config), seed=seed)
+    if evaluator is None:
+        raise UserError(
+            f"no metrics apply to {config.dataset} without config.eval.inception_weights"
+        )
+    metrics = evaluate_state(config, gan, state, seed=seed, evaluator=evaluator)
+    return {
+        "workdir": workdir,
+        "step": step,
+        "checkpoint": checkpoint,
+        "dataset": config.dataset,
+        "num_samples": int(config.eval.num_samples),
+        "ema": bool(config.ema_decay > 0 and state.ema_params is not None),
+        "metrics": {k: (v if math.isfinite(v) else str(v)) for k, v in metrics.items()},
+    }

@@ -1,0 +1,137 @@
+"""A user's own networks, as a package outside wgan_jax would hold them (tests only).
+
+Named in configs as `own_nets:FACTORY` (the tests put this directory on the import path). Every
+factory takes the run's config and reads `model.z_dim` and the image shape from it. The layer
+names (`my_*`) are the user's, so a test can find them in a checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+
+def _image_shape(config) -> tuple[int, int, int]:
+    return (config.image_size, config.image_size, config.num_channels)
+
+
+class NNXGenerator(nnx.Module):
+    """z -> Linear -> BatchNorm over the global batch ("data" axis) -> ReLU -> Linear -> tanh."""
+
+    def __init__(self, z_dim: int, shape: tuple[int, ...], width: int, rngs: nnx.Rngs):
+        self.shape = shape
+        self.my_hidden = nnx.Linear(z_dim, width, use_bias=False, rngs=rngs)
+        self.my_norm = nnx.BatchNorm(width, axis_name="data", rngs=rngs)
+        self.my_pixels = nnx.Linear(width, math.prod(shape), rngs=rngs)
+
+    def __call__(self, z: jax.Array) -> jax.Array:
+        h = nnx.relu(self.my_norm(self.my_hidden(z)))
+        return jnp.tanh(self.my_pixels(h)).reshape((z.shape[0], *self.shape))
+
+
+class NNXCritic(nnx.Module):
+    """x -> flatten -> Linear -> leaky ReLU -> Linear -> one score per example."""
+
+    def __init__(self, shape: tuple[int, ...], width: int, rngs: nnx.Rngs):
+        self.my_features = nnx.Linear(math.prod(shape), width, rngs=rngs)
+        self.my_score = nnx.Linear(width, 1, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        h = nnx.leaky_relu(self.my_features(x.reshape((x.shape[0], -1))), 0.2)
+        return self.my_score(h)[:, 0]
+
+
+def nnx_generator(config) -> NNXGenerator:
+    return NNXGenerator(config.model.z_dim, _image_shape(config), config.model.width,
+                        nnx.Rngs(config.seed))
+
+
+def nnx_critic(config) -> NNXCritic:
+    return NNXCritic(_image_shape(config), config.model.width, nnx.Rngs(config.seed + 1))
+
+
+class LinenGenerator(nn.Module):
+    shape: tuple[int, ...]
+    width: int
+
+    @nn.compact
+    def __call__(self, z, train: bool = True):
+        h = nn.Dense(self.width, use_bias=False, name="my_linen_hidden")(z)
+        h = nn.BatchNorm(use_running_average=not train, axis_name="data", name="my_linen_norm")(h)
+        x = nn.Dense(math.prod(self.shape), name="my_linen_pixels")(nn.relu(h))
+        return jnp.tanh(x).reshape((z.shape[0], *self.shape))
+
+
+class LinenCritic(nn.Module):
+    width: int
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        h = nn.Dense(self.width, name="my_linen_features")(x.reshape((x.shape[0], -1)))
+        return nn.Dense(1, name="my_linen_score")(nn.leaky_relu(h, 0.2))[:, 0]
+
+
+def linen_generator(config) -> LinenGenerator:
+    return LinenGenerator(_image_shape(config), config.model.width)
+
+
+def linen_critic(config) -> LinenCritic:
+    return LinenCritic(config.model.width)
+
+
+def _dense_init(rng, n_in: int, n_out: int) -> dict:
+    return {"w": jax.random.normal(rng, (n_in, n_out)) / math.sqrt(n_in), "b": jnp.zeros(n_out)}
+
+
+def plain_generator(config):
+    """An (init, apply) pair of plain functions: z -> tanh(relu(z W1) W2), no state."""
+    z_dim, shape, width = config.model.z_dim, _image_shape(config), config.model.width
+
+    def init(rng, example):
+        del example
+        k1, k2 = jax.random.split(rng)
+        params = {"my_plain_in": _dense_init(k1, z_dim, width),
+                  "my_plain_out": _dense_init(k2, width, math.prod(shape))}
+        return params, {}
+
+    def apply(params, state, z, *, train, rng=None):
+        del train, rng
+        h = jax.nn.relu(z @ params["my_plain_in"]["w"] + params["my_plain_in"]["b"])
+        x = jnp.tanh(h @ params["my_plain_out"]["w"] + params["my_plain_out"]["b"])
+        return x.reshape((z.shape[0], *shape)), state
+
+    return init, apply
+
+
+def plain_critic(config):
+    """An (init, apply) pair: flatten -> leaky ReLU layer -> one score per example."""
+    n_in, width = math.prod(_image_shape(config)), config.model.width
+
+    def init(rng, example):
+        del example
+        k1, k2 = jax.random.split(rng)
+        return {"my_plain_features": _dense_init(k1, n_in, width),
+                "my_plain_score": _dense_init(k2, width, 1)}, {}
+
+    def apply(params, state, x, *, train, rng=None):
+        del train, rng
+        h = x.reshape((x.shape[0], -1)) @ params["my_plain_features"]["w"]
+        h = jax.nn.leaky_relu(h + params["my_plain_features"]["b"], 0.2)
+        return (h @ params["my_plain_score"]["w"] + params["my_plain_score"]["b"])[:, 0], state
+
+    return init, apply
+
+
+def raises(config):
+    raise ValueError(f"no network for z_dim={config.model.z_dim}")
+
+
+def not_a_network(config):
+    return {"z_dim": config.model.z_dim}
+
+
+NOT_CALLABLE = 42

@@ -1,0 +1,329 @@
+"""Faults a long run meets, and what survives each: disk full while saving, SIGKILL during an
+asynchronous save or at random points, corrupt array bytes, SIGTERM to every process of a
+2-process run, device counts changing between restarts; and the trainer's own refusals
+(a non-finite final state, a changed batch).
+
+Each fault is injected where it happens: in orbax's write path inside a subprocess
+(`test_resume.SCRIPT`), by SIGKILL/SIGTERM from outside, or by flipping bytes on disk. The tiny toy
+run and the persistent compilation cache come from `test_resume`.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import REPO
+from test_multihost import CONFIG, _free_port
+from test_resume import (  # noqa: F401 - fixtures used by name
+    SCRIPT,
+    TINY,
+    _env,
+    assert_bitwise_equal,
+    compilation_cache,
+    events,
+    final_state,
+    make_config,
+    no_pictures,
+)
+
+from wgan_jax import checkpoint as ckpt
+from wgan_jax import runs, train
+from wgan_jax.errors import DataError, UserError
+
+
+def faulty(workdir: str, faults: dict, devices: int = 1, **overrides):
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, workdir, json.dumps({**TINY, **overrides}),
+         json.dumps(faults)],
+        capture_output=True, text=True, timeout=1200, env=_env(devices), cwd=REPO,
+    )
+
+
+def committed(workdir: str) -> list[int]:
+    reader = ckpt.Checkpointer(workdir, read_only=True)
+    try:
+        return reader.all_steps()
+    finally:
+        reader.close()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, compilation_cache):  # noqa: F811 - the imported fixture
+    """An uninterrupted TINY run (16 iterations, checkpoints 5, 10, 15, 16; keeps 2)."""
+    workdir = str(tmp_path_factory.mktemp("reference") / "run")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(train._Sampler, "save", lambda *a, **k: "")
+        patch.setattr(train.records, "update_plots", lambda *a, **k: [])
+        assert train.train_and_evaluate(make_config(), workdir)["step"] == 16
+    state, data, step = final_state(workdir, make_config())
+    assert step == 16
+    return workdir, state, data
+
+
+def assert_ends_like(reference, workdir: str) -> None:
+    _, ref_state, ref_data = reference
+    state, data, step = final_state(workdir, make_config())
+    assert step == 16 and data == ref_data
+    assert_bitwise_equal(ref_state, state)
+
+
+def test_disk_full_during_save_is_one_line_and_a_rerun_resumes(tmp_path, reference):
+    workdir = str(tmp_path / "run")
+    result = faulty(workdir, {"enospc_at": 10})
+    assert result.returncode == 2, result.stderr[-3000:]
+    # One line of ours (orbax's background threads log their own tracebacks as well).
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: checkpoint 10 could not be written"), line
+    assert "No space left on device" in line and "newest committed: 5" in line
+    assert committed(workdir) == [5]
+    # The space is back: the rerun resumes from 5 and ends as if nothing had happened.
+    summary = train.train_and_evaluate(make_config(), workdir)
+    assert summary["start_step"] == 5 and summary["step"] == 16
+    assert_ends_like(reference, workdir)
+
+
+def test_sigkill_during_async_save_resumes_from_the_previous_checkpoint(tmp_path, reference):
+    workdir = str(tmp_path / "run")
+    result = faulty(workdir, {"kill_in_save": 10})
+    assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
+    checkpoints = os.path.join(workdir, "checkpoints")
+    assert glob.glob(os.path.join(checkpoints, "10.orbax-checkpoint-tmp*")), "not mid-save"
+    assert committed(workdir) == [5]
+    summary = train.train_and_evaluate(make_config(), workdir)
+    assert summary["start_step"] == 5 and summary["step"] == 16
+    assert not glob.glob(os.path.join(checkpoints, "*tmp*"))  # cleaned up at start
+    assert_ends_like(reference, workdir)
+
+
+def test_corrupt_array_data_falls_back_to_the_previous_checkpoint(tmp_path, reference):
+    workdir = str(tmp_path / "run")
+    shutil.copytree(reference[0], workdir)
+    assert committed(workdir) == [15, 16]
+    # Flip bytes in the middle of checkpoint 16's largest array-data file (small arrays are
+    # stored inside OCDBT's data nodes; the merged root keeps a copy: flip every copy).
+    files = glob.glob(os.path.join(workdir, "checkpoints", "16", "state", "**", "d", "*"),
+                      recursive=True)
+    size = max(os.path.getsize(f) for f in files)
+    for victim in [f for f in files if os.path.getsize(f) == size]:
+        with open(victim, "r+b") as f:
+            f.seek(size // 2)
+            chunk = f.read(8)
+            f.seek(size // 2)
+            f.write(bytes(b ^ 0x5A for b in chunk))
+
+    summary = train.train_and_evaluate(make_config(), workdir)
+    assert summary["start_step"] == 15 and summary["step"] == 16
+    (event,) = [e for e in events(workdir) if e["rule"] == "checkpoint"]
+    assert event["evidence"]["skipped_step"] == 16
+    assert "resumed from 15" in event["message"]
+    assert glob.glob(os.path.join(workdir, "checkpoints", "16.corrupt-*"))
+    assert_ends_like(reference, workdir)  # iteration 16 recomputed from 15: the same bits
+
+
+def test_sigkill_at_random_points_then_resume_is_bitwise_identical(tmp_path, reference):
+    positions = sorted(random.Random(17).sample(range(1, 16), 3))
+    assert any(p % 2 for p in positions)  # not only right after a save
+    workdir = str(tmp_path / "run")
+    resumed_from = []
+    for position in positions:  # checkpoints every 2 iterations, so that kills hit resumed runs
+        result = faulty(workdir, {"kill_at": position}, checkpoint_every=2)
+        assert result.returncode == -signal.SIGKILL, (position, result.stderr[-3000:])
+        found = re.search(r"resuming from checkpoint (\d+)", result.stderr)
+        resumed_from.append(int(found.group(1)) if found else 0)
+    summary = train.train_and_evaluate(make_config(checkpoint_every=2), workdir)
+    assert summary["step"] == 16 and 0 < summary["start_step"] <= positions[-1]
+    # Killed runs were themselves resumed ones, each from a checkpoint before its kill.
+    assert sum(map(bool, resumed_from)) >= 2, resumed_from
+    assert all(r < p for r, p in zip(resumed_from, positions, strict=True)), resumed_from
+    assert_ends_like(reference, workdir)
+
+
+def test_nonfinite_final_state_exits_nonzero_naming_the_last_good_checkpoint(
+    tmp_path, monkeypatch
+):
+    make_step = train.make_train_step
+
+    def poisoned_step(*args, **kwargs):
+        step_fn = make_step(*args, **kwargs)
+
+        def step(state, batch):
+            state, metrics = step_fn(state, batch)
+            if int(state.step) == 16:  # the critic's weights turn NaN in the last iteration
+                state = state.replace(
+                    d_params=jax.tree.map(lambda x: x * jnp.nan, state.d_params))
+            return state, metrics
+
+        return step
+
+    monkeypatch.setattr(train, "make_train_step", poisoned_step)
+    workdir = str(tmp_path / "run")
+    with pytest.raises(UserError) as raised:
+        train.train_and_evaluate(make_config(), workdir)
+    message = str(raised.value)
+    assert "\n" not in message and "step 16" in message and "non-finite" in message
+    assert "last good checkpoint is 15" in message
+    (event,) = [e for e in events(workdir) if e["rule"] == "nonfinite_final"]
+    assert event["step"] == 16 and event["evidence"]["last_good_checkpoint"] == 15
+    assert committed(workdir) == [10, 15]
+
+
+DIGITS = {"dataset": "digits", "model.kind": "dcgan", "model.width": 8, "model.z_dim": 16,
+          "image_size": 16, "num_channels": 1}
+
+
+def test_changed_batch_continues_at_the_same_example():
+    """4 iterations of 2 x 32 examples, then iterations of 2 x 64: the first one holds exactly
+    the stream's examples 256..383, the ones the old batch would have read next."""
+    from wgan_jax import input_pipeline
+    from wgan_jax.step import make_mesh
+
+    mesh = make_mesh()
+    old = input_pipeline.create_input_pipeline(make_config(**DIGITS), mesh)
+    for _ in range(4):
+        next(old)
+    saved = old.get_state()
+    following = np.concatenate([np.asarray(next(old)).reshape(-1) for _ in range(2)])
+    new = input_pipeline.create_input_pipeline(make_config(**DIGITS, global_batch_size=64),
+                                               mesh)
+    new.set_state(saved)
+    assert new.position == 2
+    served = np.asarray(next(new))  # [n_critic, 64, ...] = examples 256..383 in order
+    np.testing.assert_array_equal(served.reshape(-1), following)
+    # 256 examples are not a whole number of iterations of 2 x 48: refused, in one line.
+    odd = input_pipeline.create_input_pipeline(make_config(**DIGITS, global_batch_size=48),
+                                               mesh)
+    with pytest.raises(DataError, match="256 examples used are not a whole number .* 96"):
+        odd.set_state(saved)
+    for it in (old, new, odd):
+        it.close()
+
+
+def test_changed_batch_of_a_toy_run_is_refused_before_anything_is_written(tmp_path):
+    workdir = str(tmp_path / "run")
+    small = {"num_iterations": 4, "checkpoint_every": 0}
+    assert train.train_and_evaluate(make_config(**small), workdir)["step"] == 4
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        written = f.read()
+    bigger = make_config(**{**small, "num_iterations": 5, "global_batch_size": 64})
+    with pytest.raises(DataError) as raised:
+        train.train_and_evaluate(bigger, workdir)
+    message = str(raised.value)
+    assert "\n" not in message and "global_batch_size=32" in message
+    assert "toy batches depend on the batch size" in message
+    assert committed(workdir) == [4]
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        assert f.read() == written
+
+
+def test_two_processes_sigterm_stop_at_one_step_then_restart_is_identical(tmp_path):
+    flags = [f"--config={CONFIG}", "--config.num_iterations=100000", "--config.log_every=1",
+             *[f"--config.{k}={v}" for k, v in TINY.items()
+               if k not in ("num_iterations", "log_every")]]
+    flags = [f for f in flags if not f.startswith("--config.checkpoint_every")]
+    # A constant learning rate: the stopped run's num_iterations must not change its updates.
+    flags += ["--config.checkpoint_every=0", "--config.lr_schedule=constant"]
+
+    def launch(workdir, extra=()):
+        port = _free_port()
+        return [subprocess.Popen(
+            [sys.executable, "-m", "wgan_jax.main", *flags, *extra, f"--workdir={workdir}",
+             f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
+             f"--process_id={i}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(2), cwd=REPO)
+            for i in range(2)]
+
+    def finish(procs):
+        outputs = []
+        for proc in procs:
+            try:
+                outputs.append(proc.communicate(timeout=600)[1])
+            except subprocess.TimeoutExpired:
+                for p in procs:
+                    p.kill()
+                raise
+        return outputs
+
+    workdir = str(tmp_path / "run")
+    procs = launch(workdir)
+    metrics = os.path.join(workdir, "metrics.jsonl")
+    deadline = time.monotonic() + 600
+    while not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
+        assert all(p.poll() is None for p in procs) and time.monotonic() < deadline
+        time.sleep(0.2)
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    stderr = finish(procs)
+    assert [p.returncode for p in procs] == [0, 0], [e[-2000:] for e in stderr]
+    (stopped,) = committed(workdir)
+    assert f"checkpoint {stopped} committed; stopped at step {stopped}" in stderr[0]
+    for i, text in enumerate(stderr):  # orbax's log of each process's stop step
+        steps = {int(line.rsplit("step=", 1)[1]) for line in text.splitlines()
+                 if "Reached preemption sync point" in line}
+        assert steps == {stopped}, (i, steps)
+
+    # Restart to two more iterations, and an uninterrupted run of as many, both 2 processes.
+    fresh = str(tmp_path / "uninterrupted")
+    end = [f"--config.num_iterations={stopped + 2}"]
+    stderr = finish(launch(workdir, end) + launch(fresh, end))
+    assert f"resuming from checkpoint {stopped}" in stderr[0]
+    config = runs.load_config_json(workdir)
+    restarted, data, step = final_state(workdir, config)
+    uninterrupted, fresh_data, fresh_step = final_state(fresh, config)
+    assert step == fresh_step == stopped + 2 and data == fresh_data
+    assert_bitwise_equal(uninterrupted, restarted)
+
+
+def test_elastic_restore_8_4_1_devices_first_iterations_equal(tmp_path):
+    """8 -> 4 -> 1 devices through the CLI; the first iteration after each restore is compared
+    with the same checkpoint restored on another device count (1, resp. 8).
+
+    With one critic update per iteration, the critic's losses of an iteration are computed on
+    the restored weights and the restored data position: equal up to float re-association
+    (rtol 1e-5) only if both are exact. (The generator's loss follows a critic update, whose
+    Adam step amplifies reduction-order noise to ~0.5% here: not compared.)"""
+    flags = [f"--config={CONFIG}", "--config.log_every=1", "--config.n_critic=1",
+             "--config.lr_schedule=constant",
+             *[f"--config.{k}={v}" for k, v in TINY.items()
+               if k not in ("num_iterations", "log_every", "n_critic")]]
+
+    def cli(workdir, devices, end, start=None):
+        result = subprocess.run(
+            [sys.executable, "-m", "wgan_jax.main", *flags, f"--workdir={workdir}",
+             f"--config.num_iterations={end}"],
+            capture_output=True, text=True, timeout=1200, env=_env(devices), cwd=REPO)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert f"global_devices={devices}" in result.stderr
+        if start is not None:
+            assert f"resuming from checkpoint {start}" in result.stderr
+
+    def row(workdir, step):
+        with open(os.path.join(workdir, "metrics.jsonl")) as f:
+            return [r for r in map(json.loads, f) if r["step"] == step][-1]
+
+    workdir = str(tmp_path / "run")
+    cli(workdir, 8, 2)
+    shutil.copytree(workdir, str(tmp_path / "at2"))
+    cli(workdir, 4, 4, start=2)
+    shutil.copytree(workdir, str(tmp_path / "at4"))
+    cli(workdir, 1, 6, start=4)
+    config = runs.load_config_json(workdir)
+    config.num_iterations = 3
+    train.train_and_evaluate(config, str(tmp_path / "at2"))  # checkpoint 2 on 1 device
+    cli(str(tmp_path / "at4"), 8, 5, start=4)  # checkpoint 4 on 8 devices
+    for step, other in ((3, "at2"), (5, "at4")):
+        mine, theirs = row(workdir, step), row(str(tmp_path / other), step)
+        for key in ("d_real", "d_fake", "gradient_penalty", "wasserstein_estimate"):
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-7), (step, key)
