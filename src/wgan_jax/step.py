@@ -123,11 +123,6 @@ class StepConfig:
         """Whether the penalty gets `draws.noise` (DRAGAN's and your own do)."""
         return callable(self.penalty) or self.penalty == "dragan"
 
-    @property
-    def changes_inputs(self) -> bool:
-        """Whether the critic sees augmented and/or noisy inputs."""
-        return bool(augment.parse_policy(self.augment)) or self.instance_noise > 0
-
 
 class IterationDraws(NamedTuple):
     """An iteration's random numbers for the global batch ([n_critic, B, ...] per critic step)."""
@@ -154,6 +149,15 @@ def draw_iteration(
         noise=noise,
         z_generator=jax.random.normal(k_zg, (batch, z_dim), jnp.float32),
     )
+
+
+def network_key(iteration_key: jax.Array, device: jax.Array | int, call: int) -> jax.Array:
+    """The key of one network call group: `call` < n_critic is that critic update, n_critic the
+    generator update; `device` is the index on the data axis. Passes fold in their own number:
+    a critic update's generator pass 0, critic on real 1, on fake 2; the generator update's
+    generator pass 0, critic pass 1. `iteration_key` is fold_in(state.rng, state.step)."""
+    device_key = jax.random.fold_in(jax.random.fold_in(iteration_key, NETWORK_STREAM), device)
+    return jax.random.fold_in(device_key, call)
 
 
 class InputDraws(NamedTuple):
@@ -365,11 +369,10 @@ def make_train_step(
         g_params = optax.apply_updates(state.g_params, updates)
         return g_params, new_g_state, g_opt_state, metrics
 
-    def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen, net_key,
+    def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen, key,
                      critic_seen, generator_seen):
-        net_key = jax.random.fold_in(net_key, lax.axis_index(axis))  # this device's numbers
-        critic_keys = jax.vmap(lambda i: jax.random.fold_in(net_key, i))(
-            jnp.arange(cfg.n_critic))
+        device = lax.axis_index(axis)  # this device's own numbers
+        critic_keys = jax.vmap(lambda i: network_key(key, device, i))(jnp.arange(cfg.n_critic))
         carry = (state.g_params, state.g_state, state.d_params, state.d_state, state.d_opt_state)
         carry, critic_metrics = lax.scan(
             critic_update, carry, (real, z_critic, alpha, noise, critic_keys, critic_seen),
@@ -378,7 +381,7 @@ def make_train_step(
         _, _, d_params, d_state, d_opt_state = carry
         g_params, g_state, g_opt_state, metrics = generator_update(
             state, d_params, d_state, z_gen, real[-1],
-            jax.random.fold_in(net_key, cfg.n_critic), generator_seen,
+            network_key(key, device, cfg.n_critic), generator_seen,
         )
         metrics.update(jax.tree.map(jnp.mean, critic_metrics))
         if "input_grad_norm/interp_max" in critic_metrics:
@@ -425,8 +428,7 @@ def make_train_step(
         draws = draw_iteration(cfg, key, real.shape[1], real.shape[2:], gan.z_dim)
         seen, sigma = draw_critic_inputs(cfg, jax.random.fold_in(key, INPUT_STREAM), state.step,
                                          real.shape[1], real.shape[2:])
-        state, metrics = mapped(state, real, *draws, jax.random.fold_in(key, NETWORK_STREAM),
-                                seen[:4], seen[4:])
+        state, metrics = mapped(state, real, *draws, key, seen[:4], seen[4:])
         if cfg.instance_noise > 0:
             metrics["instance_noise_sigma"] = sigma.astype(jnp.float32)
         return state, metrics
