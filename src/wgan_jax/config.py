@@ -241,7 +241,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
 
 
 def _validate_small_data(config: ml_collections.ConfigDict) -> None:
-    """`dataset_size` and `augment` need images; augment and instance noise wait for the step."""
+    """`dataset_size` and `augment` need images; `augment` names known augmentations."""
     toy = config.dataset.startswith("toy:")
     if config.dataset_size and toy:
         _fail("dataset_size", "toy data are drawn afresh every batch; there is no set to subset")
@@ -251,12 +251,6 @@ def _validate_small_data(config: ml_collections.ConfigDict) -> None:
         _fail("augment", str(e))
     if policy and toy:
         _fail("augment", "DiffAugment needs image data, not toy data")
-    # The library pieces exist (wgan_jax.augment); refuse rather than silently ignore until the
-    # train step applies them.
-    if policy:
-        _fail("augment", "DiffAugment is not applied by the train step yet (library only)")
-    if config.instance_noise:
-        _fail("instance_noise", "instance noise is not applied by the train step yet")
 
 
 def _validate_dataset(config: ml_collections.ConfigDict) -> None:

@@ -434,8 +434,13 @@ def draw_samples(gan: Any, state: Any, num: int, seed: int, use_ema: bool) -> np
     import jax
 
     z = jax.random.normal(jax.random.PRNGKey(seed), (num, gan.z_dim))
+    return generate_from_latents(gan, state, z, use_ema)
+
+
+def generate_from_latents(gan: Any, state: Any, z: Any, use_ema: bool) -> np.ndarray:
+    """The generator's float32 outputs for latents `z` [N, z_dim], in batches of 1000."""
     fn = _jitted_generator(gan, use_ema)
-    parts = [np.asarray(fn(state, z[i : i + 1000])) for i in range(0, num, 1000)]
+    parts = [np.asarray(fn(state, z[i : i + 1000])) for i in range(0, len(z), 1000)]
     return np.concatenate(parts).astype(np.float32)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import ml_collections
@@ -211,17 +212,74 @@ def load_run(workdir: str, checkpoint: str = "latest") -> Run:
 
 
 def generate_samples(
-    gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool = False
+    gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool = False,
+    truncation: float | None = None,
 ) -> np.ndarray:
     """`num` samples as float32 numpy, from latents drawn with `seed` (batching-independent).
 
-    `use_ema` asks for the EMA generator; a run that kept none raises `UserError`.
+    `truncation` psi > 0 redraws latent coordinates beyond +-psi
+    (`sampling.truncated_normal_latents`); None draws plain N(0, I) latents. `use_ema` asks
+    for the EMA generator; a run that kept none raises `UserError`.
     """
     from wgan_jax.evaluation import draw_samples
 
+    if truncation is None:
+        _check_ema(state, use_ema)
+        return draw_samples(gan, state, num, seed=seed, use_ema=use_ema)
+    import jax
+
+    from wgan_jax.sampling import truncated_normal_latents
+
+    z = truncated_normal_latents(jax.random.PRNGKey(seed), num, gan.z_dim, truncation)
+    return generate_from_latents(gan, state, z, use_ema)
+
+
+def generate_from_latents(
+    gan: GAN, state: TrainState, z: Any, use_ema: bool = False
+) -> np.ndarray:
+    """The generator's float32 outputs for the latents `z` [N, z_dim] (the EMA weights with
+    `use_ema`; a run that kept none raises `UserError`)."""
+    from wgan_jax.evaluation import generate_from_latents as generate
+
+    _check_ema(state, use_ema)
+    return generate(gan, state, z, use_ema)
+
+
+def _check_ema(state: TrainState, use_ema: bool) -> None:
     if use_ema and state.ema_params is None:
         raise UserError("this run kept no EMA generator weights (config.ema_decay was 0)")
-    return draw_samples(gan, state, num, seed=seed, use_ema=use_ema)
+
+
+INTERPOLATION_FORMATS = (".png", ".gif")
+
+
+def write_interpolation(
+    run: Run, path: str, steps: int, seed: int, *, rows: int = 4,
+    truncation: float | None = None, use_ema: bool = False,
+) -> tuple[int, ...]:
+    """Writes `rows` spherical interpolations of `steps` images each to `path`; their shape.
+
+    Each row joins two latents drawn with `seed` (truncated at psi `truncation` when given,
+    see `sampling.interpolation_latents`). A `.png` path gets a grid, a row per interpolation;
+    a `.gif` path an animation of `steps` frames. Another extension, a toy (2-D) run or fewer
+    than 2 steps raise `UserError` before anything is written.
+    """
+    from wgan_jax import sampling
+
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in INTERPOLATION_FORMATS:
+        raise UserError(f"an interpolation is written as .png or .gif, not {path!r}")
+    shape = data_shape(run.config)
+    if len(shape) != 3:
+        raise UserError(f"{run.config.dataset} is not image data: an interpolation needs images")
+    z = sampling.interpolation_latents(seed, steps, run.gan.z_dim, rows=rows, psi=truncation)
+    images = generate_from_latents(run.gan, run.state, z.reshape(rows * steps, -1), use_ema)
+    images = images.reshape(rows, steps, *images.shape[1:])
+    if extension == ".png":
+        sampling.save_interpolation_png(path, images)
+    else:
+        sampling.save_interpolation_gif(path, images)
+    return images.shape
 
 
 def evaluate_run(workdir: str, checkpoint: str = "latest", num: int | None = None,

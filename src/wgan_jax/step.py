@@ -9,6 +9,12 @@ local mean turned global by `lax.pmean`, and the gradient is taken of that globa
 (Taking `pmean` of local gradients instead would be N times too large: with replicated
 parameters, JAX already sums the cotangents over devices.)
 
+DiffAugment and instance noise (`StepConfig.augment`, `StepConfig.instance_noise`) change what
+the critic sees: every critic input is `augment(x) + sigma * noise`, real and fake, and the
+generator's loss scores `augment(G(z)) + sigma * noise`. Their numbers are drawn for the global
+batch too (`draw_critic_inputs`, from a key folded off the iteration's key, so with both off
+the step draws exactly what it drew before they existed).
+
 Networks that draw random numbers (dropout, noise injection) get a key per device
 (`fold_in(key, axis_index)`), critic step and pass, so no two devices or passes share numbers.
 Such a network's numbers therefore depend on the device count; networks without randomness
@@ -29,13 +35,14 @@ from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax import diagnostics, losses, penalties
+from wgan_jax import augment, diagnostics, losses, penalties
 from wgan_jax.errors import ConfigError
 from wgan_jax.state import GAN, TrainState
 
 AXIS = "data"
 DIAGNOSTICS_LEVELS = ("off", "basic", "full")
 NETWORK_STREAM = 0x6E6574  # fold_in tag of the networks' own random numbers ("net")
+INPUT_STREAM = 0x617567  # fold_in tag of DiffAugment's and instance noise's numbers ("aug")
 Metrics = dict[str, jax.Array]
 
 
@@ -46,7 +53,10 @@ class StepConfig:
     `penalty` is a name in `penalties.PENALTIES` ("gp", "lp", "r1", "dragan"), "clip" or
     "none" (no penalty term), or your own `penalties.PenaltyFn`. `ema_decay` applies when the
     state keeps EMA parameters. `diagnostics`: "off", "basic" or "full" (see README).
-    `axis_name` is the mesh axis the batch is split along.
+    `axis_name` is the mesh axis the batch is split along. `augment` is a DiffAugment policy
+    ("translation,cutout,color"; "" off) and `instance_noise` the initial standard deviation of
+    Gaussian noise on the critic's inputs (0 off), annealed linearly to 0 at iteration
+    `num_iterations - 1` (`augment.instance_noise_sigma`).
     """
 
     n_critic: int = 5
@@ -58,8 +68,21 @@ class StepConfig:
     ema_decay: float = 0.0
     diagnostics: str = "basic"
     axis_name: str = AXIS
+    augment: str = ""
+    instance_noise: float = 0.0
+    num_iterations: int = 1
 
     def __post_init__(self) -> None:
+        try:
+            augment.parse_policy(self.augment)
+        except ValueError as error:
+            raise ConfigError(f"StepConfig.augment={self.augment!r}: {error}") from None
+        if not self.instance_noise >= 0.0:
+            raise ConfigError(f"StepConfig.instance_noise={self.instance_noise!r}: must be a "
+                              "number >= 0")
+        if self.num_iterations < 1:
+            raise ConfigError(f"StepConfig.num_iterations={self.num_iterations}: must be at "
+                              "least 1")
         if self.loss not in losses.CRITIC_LOSSES:
             raise ConfigError(f"StepConfig.loss={self.loss!r}: expected one of "
                               f"{sorted(losses.CRITIC_LOSSES)}")
@@ -80,7 +103,8 @@ class StepConfig:
             n_critic=config.n_critic, loss=config.loss, penalty=config.penalty,
             penalty_weight=config.penalty_weight, penalty_target=config.penalty_target,
             dragan_scale=config.dragan_scale, ema_decay=config.ema_decay,
-            diagnostics=config.diagnostics.level,
+            diagnostics=config.diagnostics.level, augment=config.augment,
+            instance_noise=config.instance_noise, num_iterations=config.num_iterations,
         )
 
     def penalty_fn(self) -> penalties.PenaltyFn | None:
@@ -134,6 +158,53 @@ def network_key(iteration_key: jax.Array, device: jax.Array | int, call: int) ->
     generator pass 0, critic pass 1. `iteration_key` is fold_in(state.rng, state.step)."""
     device_key = jax.random.fold_in(jax.random.fold_in(iteration_key, NETWORK_STREAM), device)
     return jax.random.fold_in(device_key, call)
+
+
+class InputDraws(NamedTuple):
+    """What the critic sees beyond the images: DiffAugment numbers (`augment.draw` dicts, {}
+    when off) and instance noise already scaled by this iteration's sigma (None when off).
+
+    The critic's fields have a leading [n_critic] axis, the generator's do not.
+    """
+
+    real_augment: augment.Params
+    fake_augment: augment.Params
+    real_noise: jax.Array | None
+    fake_noise: jax.Array | None
+    generator_augment: augment.Params
+    generator_noise: jax.Array | None
+
+
+def draw_critic_inputs(
+    cfg: StepConfig, key: jax.Array, step: jax.Array, batch: int, data_shape: tuple[int, ...]
+) -> tuple[InputDraws, jax.Array]:
+    """(the numbers, sigma): the iteration's augmentations and noise for the global batch.
+
+    `key` = fold_in(iteration key, INPUT_STREAM); each field draws from its own fold_in of it.
+    """
+    n = cfg.n_critic
+
+    def augmentations(tag: int, critic_steps: int | None) -> augment.Params:
+        k = jax.random.fold_in(key, tag)
+        if critic_steps is None:
+            return augment.draw(k, batch, data_shape, cfg.augment)
+        return jax.vmap(lambda k: augment.draw(k, batch, data_shape, cfg.augment))(
+            jax.random.split(k, critic_steps))
+
+    sigma = augment.instance_noise_sigma(cfg.instance_noise, step, cfg.num_iterations)
+
+    def noise(tag: int, lead: tuple[int, ...]) -> jax.Array | None:
+        if cfg.instance_noise <= 0:
+            return None
+        shape = (*lead, batch, *data_shape)
+        return sigma * jax.random.normal(jax.random.fold_in(key, tag), shape, jnp.float32)
+
+    draws = InputDraws(
+        real_augment=augmentations(0, n), fake_augment=augmentations(1, n),
+        real_noise=noise(3, (n,)), fake_noise=noise(4, (n,)),
+        generator_augment=augmentations(2, None), generator_noise=noise(5, ()),
+    )
+    return draws, sigma
 
 
 def make_mesh(devices: list | None = None, axis_name: str = AXIS) -> Mesh:
@@ -192,6 +263,12 @@ def make_train_step(
     penalty_fn = cfg.penalty_fn()
     level = cfg.diagnostics
     generator, critic = gan.generator, gan.critic
+    policy = cfg.augment
+
+    def critic_input(x, augment_params, noise):
+        """What the critic scores: `x` augmented (identity for policy ""), plus the noise."""
+        x = augment.apply(x, augment_params, policy)
+        return x if noise is None else x + noise.astype(x.dtype)
 
     def eval_critic(d_params, d_state):
         """The critic as a function of its input alone (inference mode), for penalties."""
@@ -236,10 +313,12 @@ def make_train_step(
 
     def critic_update(carry, inputs):
         g_params, g_state, d_params, d_state, d_opt_state = carry
-        real, z, alpha, noise, key = inputs
+        real, z, alpha, noise, key, (real_aug, fake_aug, real_noise, fake_noise) = inputs
         fake, _ = generator.apply(g_params, g_state, z, train=True,
                                   rng=jax.random.fold_in(key, 0))
-        fake = lax.stop_gradient(fake)
+        # The critic's loss and its penalty see only the augmented, noisy real and fake.
+        real = critic_input(real, real_aug, real_noise)
+        fake = critic_input(lax.stop_gradient(fake), fake_aug, fake_noise)
         draws = penalties.Draws(alpha, noise if cfg.draws_noise else None)
         (_, parts), grads = jax.value_and_grad(critic_loss, has_aux=True)(
             d_params, d_state, real, fake, draws, key)
@@ -250,7 +329,7 @@ def make_train_step(
 
     capture = level == "full" and generator.capture is not None
 
-    def generator_loss(g_params, g_state, d_params, d_state, z, key):
+    def generator_loss(g_params, g_state, d_params, d_state, z, key, seen):
         g_params = _to_varying(g_params, axis)
         g_key = jax.random.fold_in(key, 0)
         if capture:
@@ -259,7 +338,7 @@ def make_train_step(
         else:
             (fake, new_g_state), acts = generator.apply(g_params, g_state, z, train=True,
                                                         rng=g_key), {}
-        scores, _ = critic.apply(d_params, d_state, fake, train=True,
+        scores, _ = critic.apply(d_params, d_state, critic_input(fake, *seen), train=True,
                                  rng=jax.random.fold_in(key, 1))
         return lax.pmean(generator_loss_fn(scores), axis), (new_g_state, fake, acts)
 
@@ -280,28 +359,29 @@ def make_train_step(
             metrics["diversity"] = diagnostics.pairwise_diversity(fake, real, axis_name=axis)
         return metrics
 
-    def generator_update(state: TrainState, d_params, d_state, z, real, key):
+    def generator_update(state: TrainState, d_params, d_state, z, real, key, seen):
         (loss, (new_g_state, fake, acts)), grads = jax.value_and_grad(
             generator_loss, has_aux=True
-        )(state.g_params, state.g_state, d_params, d_state, z, key)
+        )(state.g_params, state.g_state, d_params, d_state, z, key, seen)
         updates, g_opt_state = gan.g_tx.update(grads, state.g_opt_state, state.g_params)
         metrics = generator_metrics(loss, grads, updates, state.g_params,
                                     lax.stop_gradient(fake), real, lax.stop_gradient(acts))
         g_params = optax.apply_updates(state.g_params, updates)
         return g_params, new_g_state, g_opt_state, metrics
 
-    def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen, key):
+    def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen, key,
+                     critic_seen, generator_seen):
         device = lax.axis_index(axis)  # this device's own numbers
         critic_keys = jax.vmap(lambda i: network_key(key, device, i))(jnp.arange(cfg.n_critic))
         carry = (state.g_params, state.g_state, state.d_params, state.d_state, state.d_opt_state)
         carry, critic_metrics = lax.scan(
-            critic_update, carry, (real, z_critic, alpha, noise, critic_keys),
+            critic_update, carry, (real, z_critic, alpha, noise, critic_keys, critic_seen),
             unroll=cfg.n_critic if unroll_critic else 1,
         )
         _, _, d_params, d_state, d_opt_state = carry
         g_params, g_state, g_opt_state, metrics = generator_update(
             state, d_params, d_state, z_gen, real[-1],
-            network_key(key, device, cfg.n_critic),
+            network_key(key, device, cfg.n_critic), generator_seen,
         )
         metrics.update(jax.tree.map(jnp.mean, critic_metrics))
         if "input_grad_norm/interp_max" in critic_metrics:
@@ -335,7 +415,8 @@ def make_train_step(
     mapped = jax.shard_map(
         sharded_step,
         mesh=mesh,
-        in_specs=(P(), batch_spec, batch_spec, batch_spec, batch_spec, P(axis), P()),
+        in_specs=(P(), batch_spec, batch_spec, batch_spec, batch_spec, P(axis), P(),
+                  batch_spec, P(axis)),
         out_specs=(P(), P()),
     )
 
@@ -345,7 +426,12 @@ def make_train_step(
                              f"StepConfig.n_critic is {cfg.n_critic}")
         key = jax.random.fold_in(state.rng, state.step)
         draws = draw_iteration(cfg, key, real.shape[1], real.shape[2:], gan.z_dim)
-        return mapped(state, real, *draws, key)
+        seen, sigma = draw_critic_inputs(cfg, jax.random.fold_in(key, INPUT_STREAM), state.step,
+                                         real.shape[1], real.shape[2:])
+        state, metrics = mapped(state, real, *draws, key, seen[:4], seen[4:])
+        if cfg.instance_noise > 0:
+            metrics["instance_noise_sigma"] = sigma.astype(jnp.float32)
+        return state, metrics
 
     return jax.jit(step, donate_argnums=0)
 
