@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import ml_collections
 
 from wgan_jax import fs
-from wgan_jax.config import data_shape, get_config_schema
+from wgan_jax.config import data_shape, get_config_schema, num_classes
 from wgan_jax.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def build_gan(
     if generator is None or critic is None:
         generator, critic = build_networks(config, generator, critic)
     g_tx, d_tx = make_optimizers(config, lr_scale)
-    return GAN(generator, critic, g_tx, d_tx, config.model.z_dim)
+    return GAN(generator, critic, g_tx, d_tx, config.model.z_dim, num_classes(config))
 
 
 def abstract_state(state: Any, mesh) -> Any:

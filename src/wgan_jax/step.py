@@ -13,6 +13,10 @@ Networks that draw random numbers (dropout, noise injection) get a key per devic
 (`fold_in(key, axis_index)`), critic step and pass, so no two devices or passes share numbers.
 Such a network's numbers therefore depend on the device count; networks without randomness
 give the same first iteration on 1 and on N devices (tests/test_exactness.py).
+
+Class-conditional runs (`StepConfig.class_frequencies` set) take `real = (images, labels)`.
+The labels of the fake examples are drawn for the global batch from those frequencies, before
+the split; the generator then gets `(z, labels)` and the critic `(samples, labels)`.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from wgan_jax.state import GAN, TrainState
 AXIS = "data"
 DIAGNOSTICS_LEVELS = ("off", "basic", "full")
 NETWORK_STREAM = 0x6E6574  # fold_in tag of the networks' own random numbers ("net")
+LABEL_STREAM = 0x6C6162  # fold_in tag of the fake examples' class labels ("lab")
 Metrics = dict[str, jax.Array]
 
 
@@ -46,7 +51,8 @@ class StepConfig:
     `penalty` is a name in `penalties.PENALTIES` ("gp", "lp", "r1", "dragan"), "clip" or
     "none" (no penalty term), or your own `penalties.PenaltyFn`. `ema_decay` applies when the
     state keeps EMA parameters. `diagnostics`: "off", "basic" or "full" (see README).
-    `axis_name` is the mesh axis the batch is split along.
+    `axis_name` is the mesh axis the batch is split along. `class_frequencies`: the share of
+    each class in the data, for a class-conditional GAN (`()`: unconditional).
     """
 
     n_critic: int = 5
@@ -58,6 +64,7 @@ class StepConfig:
     ema_decay: float = 0.0
     diagnostics: str = "basic"
     axis_name: str = AXIS
+    class_frequencies: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.loss not in losses.CRITIC_LOSSES:
@@ -74,9 +81,12 @@ class StepConfig:
             raise ConfigError(f"StepConfig.n_critic={self.n_critic}: must be at least 1")
 
     @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict) -> StepConfig:
-        """The step's settings from a run's config."""
+    def from_config(
+        cls, config: ml_collections.ConfigDict, class_frequencies: tuple[float, ...] = ()
+    ) -> StepConfig:
+        """The step's settings from a run's config (and its data's class frequencies)."""
         return cls(
+            class_frequencies=tuple(class_frequencies),
             n_critic=config.n_critic, loss=config.loss, penalty=config.penalty,
             penalty_weight=config.penalty_weight, penalty_target=config.penalty_target,
             dragan_scale=config.dragan_scale, ema_decay=config.ema_decay,
@@ -125,6 +135,23 @@ def draw_iteration(
         noise=noise,
         z_generator=jax.random.normal(k_zg, (batch, z_dim), jnp.float32),
     )
+
+
+def draw_labels(cfg: StepConfig, key: jax.Array, batch: int) -> tuple[jax.Array, jax.Array]:
+    """Class labels of the fake examples, `[n_critic, B]` and `[B]`, from the data's frequencies."""
+    logits = jnp.log(jnp.asarray(cfg.class_frequencies, jnp.float32))
+    labels = jax.random.categorical(key, logits, shape=(cfg.n_critic + 1, batch))
+    return labels[:-1].astype(jnp.int32), labels[-1].astype(jnp.int32)
+
+
+def _split(x) -> tuple[jax.Array, jax.Array | None]:
+    """(samples, labels) of a conditional network's input, (x, None) of an unconditional one."""
+    return (x[0], x[1]) if isinstance(x, tuple) else (x, None)
+
+
+def _join(x: jax.Array, labels: jax.Array | None):
+    """The critic's input: `x`, or `(x, labels)` for a conditional critic."""
+    return x if labels is None else (x, labels)
 
 
 def make_mesh(devices: list | None = None, axis_name: str = AXIS) -> Mesh:
@@ -184,9 +211,10 @@ def make_train_step(
     level = cfg.diagnostics
     generator, critic = gan.generator, gan.critic
 
-    def eval_critic(d_params, d_state):
-        """The critic as a function of its input alone (inference mode), for penalties."""
-        return lambda x: critic.apply(d_params, d_state, x, train=False)[0]
+    def eval_critic(d_params, d_state, labels=None):
+        """The critic as a function of its samples alone (inference mode), for penalties;
+        a conditional critic's `labels` are closed over."""
+        return lambda x: critic.apply(d_params, d_state, _join(x, labels), train=False)[0]
 
     def critic_loss(d_params, d_state, real, fake, draws, key):
         d_params = _to_varying(d_params, axis)
@@ -198,8 +226,11 @@ def make_train_step(
         if penalty_fn is None:
             pen, norms, total = jnp.zeros((), jnp.float32), None, loss
         else:
-            pen, norms = penalty_fn(eval_critic(d_params, d_state), real, fake, draws,
-                                    target=cfg.penalty_target, axis_name=axis)
+            # Conditional: interpolates between real and fake samples are scored with the REAL
+            # labels (as conditional WGAN-GP implementations do).
+            (real_x, real_y), (fake_x, _) = _split(real), _split(fake)
+            pen, norms = penalty_fn(eval_critic(d_params, d_state, real_y), real_x, fake_x,
+                                    draws, target=cfg.penalty_target, axis_name=axis)
             total = loss + cfg.penalty_weight * pen
         parts = _CriticParts(loss, pen, real_scores, fake_scores, norms, new_d_state)
         return lax.pmean(total, axis), parts
@@ -221,7 +252,8 @@ def make_train_step(
         if level == "full":
             metrics.update(_layer_stats(grads, updates, d_params, "critic"))
             for name, x in (("real", real), ("fake", fake)):
-                norms = penalties.input_gradient_norms(eval_critic(d_params, d_state), x)
+                x, labels = _split(x)
+                norms = penalties.input_gradient_norms(eval_critic(d_params, d_state, labels), x)
                 metrics[f"input_grad_norm/{name}_mean"] = lax.pmean(jnp.mean(norms), axis)
         return metrics
 
@@ -230,7 +262,7 @@ def make_train_step(
         real, z, alpha, noise, key = inputs
         fake, _ = generator.apply(g_params, g_state, z, train=True,
                                   rng=jax.random.fold_in(key, 0))
-        fake = lax.stop_gradient(fake)
+        fake = _join(lax.stop_gradient(fake), _split(z)[1])
         draws = penalties.Draws(alpha, noise if cfg.draws_noise else None)
         (_, parts), grads = jax.value_and_grad(critic_loss, has_aux=True)(
             d_params, d_state, real, fake, draws, key)
@@ -250,7 +282,7 @@ def make_train_step(
         else:
             (fake, new_g_state), acts = generator.apply(g_params, g_state, z, train=True,
                                                         rng=g_key), {}
-        scores, _ = critic.apply(d_params, d_state, fake, train=True,
+        scores, _ = critic.apply(d_params, d_state, _join(fake, _split(z)[1]), train=True,
                                  rng=jax.random.fold_in(key, 1))
         return lax.pmean(generator_loss_fn(scores), axis), (new_g_state, fake, acts)
 
@@ -292,7 +324,7 @@ def make_train_step(
         )
         _, _, d_params, d_state, d_opt_state = carry
         g_params, g_state, g_opt_state, metrics = generator_update(
-            state, d_params, d_state, z_gen, real[-1],
+            state, d_params, d_state, z_gen, _split(real)[0][-1],
             jax.random.fold_in(net_key, cfg.n_critic),
         )
         metrics.update(jax.tree.map(jnp.mean, critic_metrics))
@@ -331,12 +363,21 @@ def make_train_step(
         out_specs=(P(), P()),
     )
 
-    def step(state: TrainState, real: jax.Array) -> tuple[TrainState, Metrics]:
-        if real.shape[0] != cfg.n_critic:
-            raise ValueError(f"real has {real.shape[0]} critic batches along its first axis; "
+    def step(state: TrainState, real) -> tuple[TrainState, Metrics]:
+        images, labels = _split(real)
+        if (labels is None) == bool(cfg.class_frequencies):
+            raise ValueError("a conditional step (StepConfig.class_frequencies) takes "
+                             "real = (images, labels), an unconditional one images only")
+        if images.shape[0] != cfg.n_critic:
+            raise ValueError(f"real has {images.shape[0]} critic batches along its first axis; "
                              f"StepConfig.n_critic is {cfg.n_critic}")
         key = jax.random.fold_in(state.rng, state.step)
-        draws = draw_iteration(cfg, key, real.shape[1], real.shape[2:], gan.z_dim)
+        draws = draw_iteration(cfg, key, images.shape[1], images.shape[2:], gan.z_dim)
+        if labels is not None:
+            y_critic, y_gen = draw_labels(cfg, jax.random.fold_in(key, LABEL_STREAM),
+                                          images.shape[1])
+            draws = draws._replace(z_critic=(draws.z_critic, y_critic),
+                                   z_generator=(draws.z_generator, y_gen))
         return mapped(state, real, *draws, jax.random.fold_in(key, NETWORK_STREAM))
 
     return jax.jit(step, donate_argnums=0)
