@@ -1,7 +1,10 @@
 """`python -m wgan_jax.sample --workdir DIR --num N --out FILE.npy [--seed S] [--checkpoint
-latest|best|STEP] [--ema]`: N generated samples in data space, deterministic for a seed.
+latest|best|STEP] [--ema] [--label K | --labels K1,K2,...]`: N generated samples in data
+space, deterministic for a seed.
 
-Toy runs give float32 [N, 2]; image runs float32 [N, H, W, C] in [-1, 1].
+Toy runs give float32 [N, 2]; image runs float32 [N, H, W, C] in [-1, 1]. A class-conditional
+run with `--labels` gives N samples of each class, class after class; `--out FILE.png` then
+writes a grid with one class per row.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from wgan_jax import cli, fs, runs
+from wgan_jax import cli, fs, plots, runs
+from wgan_jax.errors import UserError
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The run's workdir.")
 _NUM = flags.DEFINE_integer("num", 1000, "How many samples.")
@@ -20,6 +24,9 @@ _OUT = flags.DEFINE_string("out", None, "Output .npy file.")
 _SEED = flags.DEFINE_integer("seed", 0, "Latent seed: the same seed gives the same samples.")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "latest, best, or a step number.")
 _EMA = flags.DEFINE_boolean("ema", False, "Use the EMA generator weights (if the run kept them).")
+_LABEL = flags.DEFINE_integer("label", None, "Class-conditional runs: samples of class K.")
+_LABELS = flags.DEFINE_string("labels", None, "Class-conditional runs: K1,K2,...: --num samples "
+                              "of each class (a .png --out: one class per row).")
 
 
 def main(argv: list[str]) -> int:
@@ -30,6 +37,7 @@ def main(argv: list[str]) -> int:
     if _NUM.value < 1:
         cli.fail(f"--num must be >= 1, got {_NUM.value}")
 
+    labels = _parse_labels()
     try:
         runs.parse_checkpoint(_CHECKPOINT.value)
     except ValueError as error:
@@ -38,8 +46,21 @@ def main(argv: list[str]) -> int:
 
     def body() -> int:
         _, gan, state, step = runs.load_run(_WORKDIR.value, _CHECKPOINT.value)
-        samples = runs.generate_samples(gan, state, _NUM.value, _SEED.value, _EMA.value)
         out = _OUT.value
+        if labels is None:
+            samples = runs.generate_samples(gan, state, _NUM.value, _SEED.value, _EMA.value)
+        else:
+            flag = "--label" if _LABEL.value is not None else "--labels"
+            try:
+                samples = runs.generate_class_samples(
+                    gan, state, _NUM.value, _SEED.value, labels, _EMA.value)
+            except UserError as error:
+                cli.fail(f"{flag}: {error}")
+            if out.endswith(".png"):
+                plots.save_image_grid(out, samples, ncols=_NUM.value)
+                print(f"wrote a grid of classes {labels} (one per row) from checkpoint {step} "
+                      f"to {out}")
+                return 0
         buffer = io.BytesIO()
         np.save(buffer, samples)
         fs.write_atomic(out, buffer.getvalue())
@@ -47,6 +68,21 @@ def main(argv: list[str]) -> int:
         return 0
 
     return cli.run_guarded(body)
+
+
+def _parse_labels() -> list[int] | None:
+    """The classes `--label` / `--labels` ask for, or None."""
+    if _LABEL.value is not None and _LABELS.value is not None:
+        cli.fail("give --label or --labels, not both")
+    if _LABEL.value is not None:
+        return [_LABEL.value]
+    if _LABELS.value is None:
+        return None
+    try:
+        labels = [int(k) for k in _LABELS.value.split(",")]
+    except ValueError:
+        cli.fail(f"--labels must be comma-separated class numbers, got {_LABELS.value!r}")
+    return labels
 
 
 def run() -> None:
