@@ -211,6 +211,9 @@ def test_asking_for_a_class_the_run_does_not_have_is_refused(trained_run):
     from wgan_jax import runs
     from wgan_jax.errors import UserError
 
+    plain = runs.build_gan(_config({**CASES["mlp_8px"], "model.conditional": "none"}))
+    with pytest.raises(UserError, match="not class-conditional"):
+        runs.generate_class_samples(plain, None, 2, 0, [3])
     _, gan, state, _ = runs.load_run(trained_run)
     with pytest.raises(UserError, match="class 10 is not one of this run's classes 0..9"):
         runs.generate_class_samples(gan, state, 2, 0, [3, 10])
