@@ -3,6 +3,8 @@ and the non-finite guard around a user's own optimizer (one device, in process).
 
 from __future__ import annotations
 
+import dataclasses
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -158,8 +160,8 @@ def test_a_user_penalty_callable_is_used_with_the_same_signature():
         return 3.25 + 0.0 * jnp.mean(critic_fn(real)), None
 
     c = _config()
-    cfg = StepConfig.from_config(c)
-    cfg = StepConfig(**{**cfg.__dict__, "penalty": constant_penalty, "penalty_target": 0.25})
+    cfg = dataclasses.replace(StepConfig.from_config(c), penalty=constant_penalty,
+                              penalty_target=0.25)
     *_, metrics = _step_once(c, cfg)
     assert metrics["gradient_penalty"] == pytest.approx(3.25)
     assert seen == {"real": (8, 2), "noise": (8, 2), "axis": "data", "target": 0.25}

@@ -17,7 +17,7 @@ import jax, jax.numpy as jnp, numpy as np, optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 from wgan_jax.state import GAN, create_train_state
-from wgan_jax.step import StepConfig, make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step, network_key
 
 
 class Generator(nnx.Module):
@@ -56,6 +56,26 @@ for name, rate, penalty, iters in (("nnx", 0.0, "gp", 1), ("dropout", 0.3, "gp",
                                                     NamedSharding(mesh, P(None, "data"))))
         rows.append({k: float(v) for k, v in metrics.items()})
     out[name] = rows
+
+
+def noise_init(rng, x):
+    return {"w": jnp.ones(())}, {}
+
+
+def noise_apply(params, state, x, *, train, rng=None):  # scores: pure noise from the key
+    return params["w"] * jax.random.uniform(rng, x.shape[:1]) if train else x[:, 0], state
+
+
+gan = GAN(Generator(nnx.Rngs(0)), (noise_init, noise_apply), optax.sgd(0.0), optax.sgd(0.0), 4)
+state = jax.device_put(create_train_state(gan, (2,), 0, False), NamedSharding(mesh, P()))
+step = make_train_step(StepConfig(n_critic=1, penalty="none"), mesh, gan)
+_, metrics = step(state, jax.device_put(np.zeros((1, 16, 2), np.float32),
+                                        NamedSharding(mesh, P(None, "data"))))
+n = jax.device_count()
+key = jax.random.fold_in(jax.random.split(jax.random.PRNGKey(0), 3)[2], 0)  # seed 0, step 0
+expected = np.mean([jax.random.uniform(jax.random.fold_in(network_key(key, d, 0), 1), (16 // n,))
+                    for d in range(n)])
+out["noise"] = {"d_real": float(metrics["d_real"]), "expected": float(expected)}
 print(json.dumps(out))
 """
 
@@ -96,6 +116,14 @@ def test_a_dropout_critic_trains_with_finite_losses_on_1_and_8_devices(runs):
         for row in rows:
             assert all(np.isfinite(row[k]) for k in KEYS), (devices, row)
             assert row["nonfinite_skipped"] == 0
+
+
+def test_each_device_gets_its_own_network_key(runs):
+    # The critic's scores on real data are uniform numbers drawn from the key it is given:
+    # the logged mean must be that of the 8 devices' own keys (a shared key repeats numbers).
+    for devices in (1, 8):
+        noise = runs[devices]["noise"]
+        assert noise["d_real"] == pytest.approx(noise["expected"], rel=1e-6), devices
 
 
 def _readme_block(marker: str) -> str:

@@ -137,6 +137,15 @@ def draw_iteration(
     )
 
 
+def network_key(iteration_key: jax.Array, device: jax.Array | int, call: int) -> jax.Array:
+    """The key of one network call group: `call` < n_critic is that critic update, n_critic the
+    generator update; `device` is the index on the data axis. Passes fold in their own number:
+    a critic update's generator pass 0, critic on real 1, on fake 2; the generator update's
+    generator pass 0, critic pass 1. `iteration_key` is fold_in(state.rng, state.step)."""
+    device_key = jax.random.fold_in(jax.random.fold_in(iteration_key, NETWORK_STREAM), device)
+    return jax.random.fold_in(device_key, call)
+
+
 def draw_labels(cfg: StepConfig, key: jax.Array, batch: int) -> tuple[jax.Array, jax.Array]:
     """Class labels of the fake examples, `[n_critic, B]` and `[B]`, from the data's frequencies."""
     logits = jnp.log(jnp.asarray(cfg.class_frequencies, jnp.float32))
@@ -313,10 +322,9 @@ def make_train_step(
         g_params = optax.apply_updates(state.g_params, updates)
         return g_params, new_g_state, g_opt_state, metrics
 
-    def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen, net_key):
-        net_key = jax.random.fold_in(net_key, lax.axis_index(axis))  # this device's numbers
-        critic_keys = jax.vmap(lambda i: jax.random.fold_in(net_key, i))(
-            jnp.arange(cfg.n_critic))
+    def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen, key):
+        device = lax.axis_index(axis)  # this device's own numbers
+        critic_keys = jax.vmap(lambda i: network_key(key, device, i))(jnp.arange(cfg.n_critic))
         carry = (state.g_params, state.g_state, state.d_params, state.d_state, state.d_opt_state)
         carry, critic_metrics = lax.scan(
             critic_update, carry, (real, z_critic, alpha, noise, critic_keys),
@@ -325,7 +333,7 @@ def make_train_step(
         _, _, d_params, d_state, d_opt_state = carry
         g_params, g_state, g_opt_state, metrics = generator_update(
             state, d_params, d_state, z_gen, _split(real)[0][-1],
-            jax.random.fold_in(net_key, cfg.n_critic),
+            network_key(key, device, cfg.n_critic),
         )
         metrics.update(jax.tree.map(jnp.mean, critic_metrics))
         if "input_grad_norm/interp_max" in critic_metrics:
@@ -378,7 +386,7 @@ def make_train_step(
                                           images.shape[1])
             draws = draws._replace(z_critic=(draws.z_critic, y_critic),
                                    z_generator=(draws.z_generator, y_gen))
-        return mapped(state, real, *draws, jax.random.fold_in(key, NETWORK_STREAM))
+        return mapped(state, real, *draws, key)
 
     return jax.jit(step, donate_argnums=0)
 
