@@ -92,6 +92,9 @@ def get_config_schema() -> ml_collections.ConfigDict:
     c.model.critic_norm = "none"  # "none", "layer", "spectral"; "batch" only without a penalty
     c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
     c.model.conv_impl = "auto"  # stride-2 convs: "auto", "matmul", "s2d" or "xla" (same function)
+    # "projection": class-conditional (projection critic, conditional BatchNorm / label
+    # embedding in the generator); needs a dataset with labels (`digits`).
+    c.model.conditional = "none"
     # Your own networks: "my_pkg.nets:make_generator", a factory called with the run's config
     # that returns a Flax NNX or Linen module or an (init, apply) pair; "" = the built-in kind.
     c.model.generator = ""
@@ -210,6 +213,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "model.critic_norm": ("none", "layer", "spectral", "batch"),
         "model.critic_output": ("linear", "sigmoid"),
         "model.conv_impl": ("auto", "matmul", "s2d", "xla"),
+        "model.conditional": ("none", "projection"),
         "diagnostics.level": ("off", "basic", "full"),
     }
     for key, allowed in choices.items():
@@ -236,6 +240,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     positive_int("model.width", config.model.width)
     positive_int("model.depth", config.model.depth)
     _validate_dataset(config)
+    _validate_conditional(config)
     _validate_eval(config)
     _validate_small_data(config)
 
@@ -281,6 +286,35 @@ def _validate_dataset(config: ml_collections.ConfigDict) -> None:
         _fail("num_channels", f"must be 1, 3 or 4, got {config.num_channels!r}")
     if kind == "stacked_digits" and config.num_channels != 3:
         _fail("num_channels", "stacked_digits has 3 channels (one digit each)")
+
+
+LABELLED_DATASETS = {"digits": 10}  # datasets whose labels conditional models can use
+
+
+def num_classes(config: ml_collections.ConfigDict) -> int:
+    """The number of classes a conditional model is built for; 0 for an unconditional one."""
+    if config.model.conditional == "none":
+        return 0
+    return LABELLED_DATASETS[config.dataset]
+
+
+def _validate_conditional(config: ml_collections.ConfigDict) -> None:
+    conditional = config.model.conditional
+    if conditional == "none":
+        return
+    if config.dataset not in LABELLED_DATASETS:
+        _fail("model.conditional", f"{conditional!r} needs class labels, and dataset "
+              f"{config.dataset!r} has none the trainer can use (labelled: "
+              f"{', '.join(LABELLED_DATASETS)})")
+    if config.model.generator or config.model.critic:
+        _fail("model.conditional", f"{conditional!r} applies to the built-in networks only; "
+              "your own networks (model.generator / model.critic) get no labels")
+    if config.model.kind == "resnet":
+        _fail("model.conditional", f"{conditional!r} is built for model.kind 'mlp' and 'dcgan' "
+              "only, not 'resnet' yet")
+    if config.model.kind == "dcgan" and config.model.generator_norm != "batch":
+        _fail("model.conditional", f"{conditional!r} with model.kind 'dcgan' conditions the "
+              "generator through its BatchNorms: needs model.generator_norm='batch'")
 
 
 def _validate_eval(config: ml_collections.ConfigDict) -> None:

@@ -37,7 +37,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax.config import data_shape
+from wgan_jax.config import data_shape, num_classes
 from wgan_jax.data import toy
 from wgan_jax.errors import DataError
 
@@ -66,6 +66,9 @@ def local_rows(sharding: NamedSharding, global_shape: tuple[int, ...]) -> slice:
 class DataIterator:
     """Yields global batches `[n_critic, B, *shape]`; position = generator iterations served.
 
+    With `class_frequencies` (a conditional run) it yields `(images, labels)`, the int32 labels
+    `[n_critic, B]` sharded like the images.
+
     `local` is a grain `MapDataset` whose element `k` is this process's rows of iteration `k`,
     float32 `[n_critic, rows, *shape]`.
     """
@@ -81,8 +84,10 @@ class DataIterator:
         read_options: grain.ReadOptions = IMAGE_READ,
         labels_fn: Callable[[int, int], np.ndarray | None] | None = None,
         example_stream: bool = True,
+        class_frequencies: tuple[float, ...] = (),
     ) -> None:
         self._local = local
+        self.class_frequencies = class_frequencies  # () unless batches carry labels
         self._example_stream = example_stream  # iterations are consecutive runs of examples
         self._global_shape = (n_critic, global_batch, *shape)
         self._sharding = NamedSharding(mesh, P(None, "data"))
@@ -107,9 +112,17 @@ class DataIterator:
         self.position += 1
         return local
 
-    def __next__(self) -> jax.Array:
-        return jax.make_array_from_process_local_data(
-            self._sharding, self.next_local(), self._global_shape
+    def __next__(self) -> jax.Array | tuple[jax.Array, jax.Array]:
+        local = self.next_local()
+        if not self.class_frequencies:
+            return jax.make_array_from_process_local_data(
+                self._sharding, local, self._global_shape
+            )
+        images, labels = local
+        return (
+            jax.make_array_from_process_local_data(self._sharding, images, self._global_shape),
+            jax.make_array_from_process_local_data(
+                self._sharding, labels, self._global_shape[:2]),
         )
 
     def get_state(self) -> dict[str, Any]:
@@ -215,6 +228,11 @@ class ImageStream:
         epoch, position = divmod(int(g), self.n)
         return self.source[int(self._permutation(epoch)[position])]
 
+    def label(self, g: int) -> int:
+        """The class label of element g (sources with `labels` only)."""
+        epoch, position = divmod(int(g), self.n)
+        return int(self.source.labels[int(self._permutation(epoch)[position])])
+
 
 class LocalData(NamedTuple):
     """What one process reads: its rows of every iteration, and reference examples."""
@@ -223,6 +241,7 @@ class LocalData(NamedTuple):
     reference_fn: Callable[[int, int], np.ndarray]
     labels_fn: Callable[[int, int], np.ndarray] | None
     read_options: grain.ReadOptions
+    class_frequencies: tuple[float, ...] = ()  # conditional runs: element k is (images, labels)
 
 
 def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
@@ -253,13 +272,21 @@ def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
     train_source = images.SubsetSource(source, size) if size else source
     stream = ImageStream(train_source, seed)
     per = rows.stop - rows.start
-    dataset = (
-        grain.MapDataset.range(_ENDLESS * n_critic * per)
-        .map(_GlobalIndex(batch, rows))
-        .map(lambda g: stream[g])
-        .batch(n_critic * per)
-        .map(lambda b: images.to_float(b).reshape(n_critic, per, *shape))
-    )
+    indices = grain.MapDataset.range(_ENDLESS * n_critic * per).map(_GlobalIndex(batch, rows))
+    frequencies = class_frequencies(config, train_source)
+    if frequencies:
+        dataset = (
+            indices.map(lambda g: (stream[g], np.int32(stream.label(g))))
+            .batch(n_critic * per)
+            .map(lambda b: (images.to_float(b[0]).reshape(n_critic, per, *shape),
+                            b[1].reshape(n_critic, per)))
+        )
+    else:
+        dataset = (
+            indices.map(lambda g: stream[g])
+            .batch(n_critic * per)
+            .map(lambda b: images.to_float(b).reshape(n_critic, per, *shape))
+        )
 
     def reference_fn(n: int, ref_seed: int) -> np.ndarray:
         indices = _sample_indices(len(source), n, ref_seed)
@@ -272,7 +299,16 @@ def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
         def labels_fn(n: int, ref_seed: int) -> np.ndarray:
             return np.asarray(labels)[_sample_indices(len(source), n, ref_seed)]
 
-    return LocalData(dataset, reference_fn, labels_fn, IMAGE_READ)
+    return LocalData(dataset, reference_fn, labels_fn, IMAGE_READ, frequencies)
+
+
+def class_frequencies(config: ml_collections.ConfigDict, source: Any) -> tuple[float, ...]:
+    """The share of each class among `source`'s examples for a conditional run, else ()."""
+    classes = num_classes(config)
+    if not classes:
+        return ()
+    counts = np.bincount(np.asarray(source.labels), minlength=classes)
+    return tuple(float(c) for c in counts / counts.sum())
 
 
 def create_input_pipeline(config: ml_collections.ConfigDict, mesh: Mesh) -> DataIterator:
@@ -286,4 +322,5 @@ def create_input_pipeline(config: ml_collections.ConfigDict, mesh: Mesh) -> Data
     return DataIterator(
         data.dataset, mesh, batch, n_critic, shape, data.reference_fn, data.read_options,
         data.labels_fn, example_stream=not config.dataset.startswith("toy:"),
+        class_frequencies=data.class_frequencies,
     )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import ml_collections
 
 from wgan_jax import fs
-from wgan_jax.config import data_shape, get_config_schema
+from wgan_jax.config import data_shape, get_config_schema, num_classes
 from wgan_jax.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def build_gan(
     if generator is None or critic is None:
         generator, critic = build_networks(config, generator, critic)
     g_tx, d_tx = make_optimizers(config, lr_scale)
-    return GAN(generator, critic, g_tx, d_tx, config.model.z_dim)
+    return GAN(generator, critic, g_tx, d_tx, config.model.z_dim, num_classes(config))
 
 
 def abstract_state(state: Any, mesh) -> Any:
@@ -280,6 +280,33 @@ def write_interpolation(
     else:
         sampling.save_interpolation_gif(path, images)
     return images.shape
+
+
+def generate_class_samples(
+    gan: GAN, state: TrainState, num: int, seed: int, labels: list[int], use_ema: bool = False
+) -> np.ndarray:
+    """`num` samples of each class in `labels`, class after class (`[len(labels) * num, ...]`);
+    every class gets the same `num` latents drawn with `seed`, so row k of a grid with `num`
+    columns is class `labels[k]`. `UserError` for an unconditional run or an unknown class.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from wgan_jax.state import apply_generator
+
+    if not gan.num_classes:
+        raise UserError("this run is not class-conditional (config.model.conditional='none')")
+    bad = [k for k in labels if not 0 <= k < gan.num_classes]
+    if bad:
+        raise UserError(f"class {bad[0]} is not one of this run's classes "
+                        f"0..{gan.num_classes - 1}")
+    if use_ema and state.ema_params is None:
+        raise UserError("this run kept no EMA generator weights (config.ema_decay was 0)")
+    z = jax.random.normal(jax.random.PRNGKey(seed), (num, gan.z_dim))
+    fn = jax.jit(lambda s, y: apply_generator(gan, s, z, use_ema=use_ema, labels=y))
+    parts = [np.asarray(fn(state, jnp.full((num,), k, jnp.int32))) for k in labels]
+    return np.concatenate(parts).astype(np.float32)
 
 
 def evaluate_run(workdir: str, checkpoint: str = "latest", num: int | None = None,

@@ -1,10 +1,13 @@
 """`python -m wgan_jax.sample --workdir DIR --num N --out FILE.npy [--seed S] [--checkpoint
-latest|best|STEP] [--ema] [--truncation PSI]`: N generated samples in data space, deterministic
-for a seed. Toy runs give float32 [N, 2]; image runs float32 [N, H, W, C] in [-1, 1].
+latest|best|STEP] [--ema] [--truncation PSI] [--label K | --labels K1,K2,...]`: N generated
+samples in data space, deterministic for a seed. Toy runs give float32 [N, 2]; image runs
+float32 [N, H, W, C] in [-1, 1].
 
 `--interpolate STEPS --out FILE.png|FILE.gif [--rows R]` (image runs): R spherical
 interpolations between seeded latents, as a grid PNG (a row each) or an animated GIF of STEPS
 frames. `--truncation PSI` redraws latent coordinates beyond +-PSI, in both modes.
+A class-conditional run with `--labels` gives N samples of each class, class after class;
+`--out FILE.png` then writes a grid with one class per row.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from wgan_jax import cli, fs, runs
+from wgan_jax import cli, fs, plots, runs
+from wgan_jax.errors import UserError
 
 FLAGS = flags.FLAGS
 
@@ -31,6 +35,9 @@ _TRUNCATION = flags.DEFINE_float(
 _INTERPOLATE = flags.DEFINE_integer(
     "interpolate", None, "Write STEPS-step latent interpolations to --out (.png or .gif).")
 _ROWS = flags.DEFINE_integer("rows", 4, "How many interpolations (with --interpolate).")
+_LABEL = flags.DEFINE_integer("label", None, "Class-conditional runs: samples of class K.")
+_LABELS = flags.DEFINE_string("labels", None, "Class-conditional runs: K1,K2,...: --num samples "
+                              "of each class (a .png --out: one class per row).")
 
 
 def main(argv: list[str]) -> int:
@@ -56,6 +63,9 @@ def main(argv: list[str]) -> int:
     elif FLAGS["rows"].present:
         cli.fail("--rows applies to --interpolate only")
 
+    labels = _parse_labels()
+    if labels is not None and (steps is not None or psi is not None):
+        cli.fail("--label/--labels cannot be combined with --interpolate or --truncation yet")
     try:
         runs.parse_checkpoint(_CHECKPOINT.value)
     except ValueError as error:
@@ -64,6 +74,7 @@ def main(argv: list[str]) -> int:
 
     def body() -> int:
         run = runs.load_run(_WORKDIR.value, _CHECKPOINT.value)
+        gan, state, step = run.gan, run.state, run.step
         if steps is not None:
             shape = runs.write_interpolation(run, _OUT.value, steps, _SEED.value,
                                              rows=_ROWS.value, truncation=psi,
@@ -71,16 +82,44 @@ def main(argv: list[str]) -> int:
             print(f"wrote {shape[0]} interpolations of {shape[1]} steps from checkpoint "
                   f"{run.step} to {_OUT.value}")
             return 0
-        samples = runs.generate_samples(run.gan, run.state, _NUM.value, _SEED.value, _EMA.value,
-                                        truncation=psi)
         out = _OUT.value
+        if labels is None:
+            samples = runs.generate_samples(gan, state, _NUM.value, _SEED.value, _EMA.value,
+                                            truncation=psi)
+        else:
+            flag = "--label" if _LABEL.value is not None else "--labels"
+            try:
+                samples = runs.generate_class_samples(
+                    gan, state, _NUM.value, _SEED.value, labels, _EMA.value)
+            except UserError as error:
+                cli.fail(f"{flag}: {error}")
+            if out.endswith(".png"):
+                plots.save_image_grid(out, samples, ncols=_NUM.value)
+                print(f"wrote a grid of classes {labels} (one per row) from checkpoint {step} "
+                      f"to {out}")
+                return 0
         buffer = io.BytesIO()
         np.save(buffer, samples)
         fs.write_atomic(out, buffer.getvalue())
-        print(f"wrote {samples.shape} samples from checkpoint {run.step} to {out}")
+        print(f"wrote {samples.shape} samples from checkpoint {step} to {out}")
         return 0
 
     return cli.run_guarded(body)
+
+
+def _parse_labels() -> list[int] | None:
+    """The classes `--label` / `--labels` ask for, or None."""
+    if _LABEL.value is not None and _LABELS.value is not None:
+        cli.fail("give --label or --labels, not both")
+    if _LABEL.value is not None:
+        return [_LABEL.value]
+    if _LABELS.value is None:
+        return None
+    try:
+        labels = [int(k) for k in _LABELS.value.split(",")]
+    except ValueError:
+        cli.fail(f"--labels must be comma-separated class numbers, got {_LABELS.value!r}")
+    return labels
 
 
 def run() -> None:

@@ -45,7 +45,8 @@ class GAN:
     module, an `(init, apply)` pair, a `Model`) and are stored as `Model`s: a generator maps
     latents `[B, z_dim]` to samples, a critic maps samples to scores `[B]`. Both optimizers
     are wrapped in `optax.apply_if_finite` unless they already are, so a non-finite update is
-    skipped and counted whatever optimizer is given.
+    skipped and counted whatever optimizer is given. `num_classes > 0`: class-conditional
+    networks, which take `(latents, labels)` and `(samples, labels)`.
     """
 
     generator: Model
@@ -53,6 +54,7 @@ class GAN:
     g_tx: optax.GradientTransformation
     d_tx: optax.GradientTransformation
     z_dim: int
+    num_classes: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "generator", as_model(self.generator))
@@ -114,6 +116,9 @@ def create_train_state(gan: GAN, data_shape: tuple[int, ...], seed: int, ema: bo
     k_g, k_d, k_run = jax.random.split(root, 3)
     z = jnp.zeros((2, gan.z_dim), jnp.float32)
     x = jnp.zeros((2, *data_shape), jnp.float32)
+    if gan.num_classes:
+        labels = jnp.zeros((2,), jnp.int32)
+        z, x = (z, labels), (x, labels)
     g_params, g_state = gan.generator.init(k_g, z)
     d_params, d_state = gan.critic.init(k_d, x)
     return TrainState(
@@ -130,9 +135,18 @@ def create_train_state(gan: GAN, data_shape: tuple[int, ...], seed: int, ema: bo
 
 
 def apply_generator(
-    gan: GAN, state: TrainState, z: jax.Array, *, use_ema: bool = False
+    gan: GAN, state: TrainState, z: jax.Array, *, use_ema: bool = False,
+    labels: jax.Array | None = None,
 ) -> jax.Array:
-    """Latents `z` -> samples, the generator in inference mode (running BN statistics)."""
+    """Latents `z` -> samples, the generator in inference mode (running BN statistics).
+
+    A conditional generator makes sample i of class `labels[i]`; without `labels`, of class
+    `i % num_classes` (every class equally often: progress pictures and evaluation).
+    """
     params = state.ema_params if use_ema and state.ema_params is not None else state.g_params
+    if gan.num_classes:
+        if labels is None:
+            labels = jnp.arange(z.shape[0], dtype=jnp.int32) % gan.num_classes
+        z = (z, jnp.asarray(labels, jnp.int32))
     out, _ = gan.generator.apply(params, state.g_state, z, train=False)
     return out

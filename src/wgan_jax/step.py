@@ -19,6 +19,10 @@ Networks that draw random numbers (dropout, noise injection) get a key per devic
 (`fold_in(key, axis_index)`), critic step and pass, so no two devices or passes share numbers.
 Such a network's numbers therefore depend on the device count; networks without randomness
 give the same first iteration on 1 and on N devices (tests/test_exactness.py).
+
+Class-conditional runs (`StepConfig.class_frequencies` set) take `real = (images, labels)`.
+The labels of the fake examples are drawn for the global batch from those frequencies, before
+the split; the generator then gets `(z, labels)` and the critic `(samples, labels)`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ AXIS = "data"
 DIAGNOSTICS_LEVELS = ("off", "basic", "full")
 NETWORK_STREAM = 0x6E6574  # fold_in tag of the networks' own random numbers ("net")
 INPUT_STREAM = 0x617567  # fold_in tag of DiffAugment's and instance noise's numbers ("aug")
+LABEL_STREAM = 0x6C6162  # fold_in tag of the fake examples' class labels ("lab")
 Metrics = dict[str, jax.Array]
 
 
@@ -56,7 +61,8 @@ class StepConfig:
     `axis_name` is the mesh axis the batch is split along. `augment` is a DiffAugment policy
     ("translation,cutout,color"; "" off) and `instance_noise` the initial standard deviation of
     Gaussian noise on the critic's inputs (0 off), annealed linearly to 0 at iteration
-    `num_iterations - 1` (`augment.instance_noise_sigma`).
+    `num_iterations - 1` (`augment.instance_noise_sigma`). `class_frequencies`: the share of
+    each class in the data, for a class-conditional GAN (`()`: unconditional).
     """
 
     n_critic: int = 5
@@ -71,6 +77,7 @@ class StepConfig:
     augment: str = ""
     instance_noise: float = 0.0
     num_iterations: int = 1
+    class_frequencies: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         try:
@@ -97,9 +104,12 @@ class StepConfig:
             raise ConfigError(f"StepConfig.n_critic={self.n_critic}: must be at least 1")
 
     @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict) -> StepConfig:
-        """The step's settings from a run's config."""
+    def from_config(
+        cls, config: ml_collections.ConfigDict, class_frequencies: tuple[float, ...] = ()
+    ) -> StepConfig:
+        """The step's settings from a run's config (and its data's class frequencies)."""
         return cls(
+            class_frequencies=tuple(class_frequencies),
             n_critic=config.n_critic, loss=config.loss, penalty=config.penalty,
             penalty_weight=config.penalty_weight, penalty_target=config.penalty_target,
             dragan_scale=config.dragan_scale, ema_decay=config.ema_decay,
@@ -207,6 +217,23 @@ def draw_critic_inputs(
     return draws, sigma
 
 
+def draw_labels(cfg: StepConfig, key: jax.Array, batch: int) -> tuple[jax.Array, jax.Array]:
+    """Class labels of the fake examples, `[n_critic, B]` and `[B]`, from the data's frequencies."""
+    logits = jnp.log(jnp.asarray(cfg.class_frequencies, jnp.float32))
+    labels = jax.random.categorical(key, logits, shape=(cfg.n_critic + 1, batch))
+    return labels[:-1].astype(jnp.int32), labels[-1].astype(jnp.int32)
+
+
+def _split(x) -> tuple[jax.Array, jax.Array | None]:
+    """(samples, labels) of a conditional network's input, (x, None) of an unconditional one."""
+    return (x[0], x[1]) if isinstance(x, tuple) else (x, None)
+
+
+def _join(x: jax.Array, labels: jax.Array | None):
+    """The critic's input: `x`, or `(x, labels)` for a conditional critic."""
+    return x if labels is None else (x, labels)
+
+
 def make_mesh(devices: list | None = None, axis_name: str = AXIS) -> Mesh:
     """A 1-D mesh named `axis_name` over all (or the given) devices."""
     devices = jax.devices() if devices is None else devices
@@ -266,13 +293,16 @@ def make_train_step(
     policy = cfg.augment
 
     def critic_input(x, augment_params, noise):
-        """What the critic scores: `x` augmented (identity for policy ""), plus the noise."""
+        """What the critic scores: the samples augmented (identity for policy ""), plus the
+        noise; a conditional critic's labels are passed through unchanged."""
+        x, labels = _split(x)
         x = augment.apply(x, augment_params, policy)
-        return x if noise is None else x + noise.astype(x.dtype)
+        return _join(x if noise is None else x + noise.astype(x.dtype), labels)
 
-    def eval_critic(d_params, d_state):
-        """The critic as a function of its input alone (inference mode), for penalties."""
-        return lambda x: critic.apply(d_params, d_state, x, train=False)[0]
+    def eval_critic(d_params, d_state, labels=None):
+        """The critic as a function of its samples alone (inference mode), for penalties;
+        a conditional critic's `labels` are closed over."""
+        return lambda x: critic.apply(d_params, d_state, _join(x, labels), train=False)[0]
 
     def critic_loss(d_params, d_state, real, fake, draws, key):
         d_params = _to_varying(d_params, axis)
@@ -284,8 +314,11 @@ def make_train_step(
         if penalty_fn is None:
             pen, norms, total = jnp.zeros((), jnp.float32), None, loss
         else:
-            pen, norms = penalty_fn(eval_critic(d_params, d_state), real, fake, draws,
-                                    target=cfg.penalty_target, axis_name=axis)
+            # Conditional: interpolates between real and fake samples are scored with the REAL
+            # labels (as conditional WGAN-GP implementations do).
+            (real_x, real_y), (fake_x, _) = _split(real), _split(fake)
+            pen, norms = penalty_fn(eval_critic(d_params, d_state, real_y), real_x, fake_x,
+                                    draws, target=cfg.penalty_target, axis_name=axis)
             total = loss + cfg.penalty_weight * pen
         parts = _CriticParts(loss, pen, real_scores, fake_scores, norms, new_d_state)
         return lax.pmean(total, axis), parts
@@ -307,7 +340,8 @@ def make_train_step(
         if level == "full":
             metrics.update(_layer_stats(grads, updates, d_params, "critic"))
             for name, x in (("real", real), ("fake", fake)):
-                norms = penalties.input_gradient_norms(eval_critic(d_params, d_state), x)
+                x, labels = _split(x)
+                norms = penalties.input_gradient_norms(eval_critic(d_params, d_state, labels), x)
                 metrics[f"input_grad_norm/{name}_mean"] = lax.pmean(jnp.mean(norms), axis)
         return metrics
 
@@ -318,7 +352,7 @@ def make_train_step(
                                   rng=jax.random.fold_in(key, 0))
         # The critic's loss and its penalty see only the augmented, noisy real and fake.
         real = critic_input(real, real_aug, real_noise)
-        fake = critic_input(lax.stop_gradient(fake), fake_aug, fake_noise)
+        fake = critic_input(_join(lax.stop_gradient(fake), _split(z)[1]), fake_aug, fake_noise)
         draws = penalties.Draws(alpha, noise if cfg.draws_noise else None)
         (_, parts), grads = jax.value_and_grad(critic_loss, has_aux=True)(
             d_params, d_state, real, fake, draws, key)
@@ -338,7 +372,8 @@ def make_train_step(
         else:
             (fake, new_g_state), acts = generator.apply(g_params, g_state, z, train=True,
                                                         rng=g_key), {}
-        scores, _ = critic.apply(d_params, d_state, critic_input(fake, *seen), train=True,
+        seen_fake = critic_input(_join(fake, _split(z)[1]), *seen)
+        scores, _ = critic.apply(d_params, d_state, seen_fake, train=True,
                                  rng=jax.random.fold_in(key, 1))
         return lax.pmean(generator_loss_fn(scores), axis), (new_g_state, fake, acts)
 
@@ -380,7 +415,7 @@ def make_train_step(
         )
         _, _, d_params, d_state, d_opt_state = carry
         g_params, g_state, g_opt_state, metrics = generator_update(
-            state, d_params, d_state, z_gen, real[-1],
+            state, d_params, d_state, z_gen, _split(real)[0][-1],
             network_key(key, device, cfg.n_critic), generator_seen,
         )
         metrics.update(jax.tree.map(jnp.mean, critic_metrics))
@@ -420,14 +455,23 @@ def make_train_step(
         out_specs=(P(), P()),
     )
 
-    def step(state: TrainState, real: jax.Array) -> tuple[TrainState, Metrics]:
-        if real.shape[0] != cfg.n_critic:
-            raise ValueError(f"real has {real.shape[0]} critic batches along its first axis; "
+    def step(state: TrainState, real) -> tuple[TrainState, Metrics]:
+        images, labels = _split(real)
+        if (labels is None) == bool(cfg.class_frequencies):
+            raise ValueError("a conditional step (StepConfig.class_frequencies) takes "
+                             "real = (images, labels), an unconditional one images only")
+        if images.shape[0] != cfg.n_critic:
+            raise ValueError(f"real has {images.shape[0]} critic batches along its first axis; "
                              f"StepConfig.n_critic is {cfg.n_critic}")
         key = jax.random.fold_in(state.rng, state.step)
-        draws = draw_iteration(cfg, key, real.shape[1], real.shape[2:], gan.z_dim)
+        draws = draw_iteration(cfg, key, images.shape[1], images.shape[2:], gan.z_dim)
+        if labels is not None:
+            y_critic, y_gen = draw_labels(cfg, jax.random.fold_in(key, LABEL_STREAM),
+                                          images.shape[1])
+            draws = draws._replace(z_critic=(draws.z_critic, y_critic),
+                                   z_generator=(draws.z_generator, y_gen))
         seen, sigma = draw_critic_inputs(cfg, jax.random.fold_in(key, INPUT_STREAM), state.step,
-                                         real.shape[1], real.shape[2:])
+                                         images.shape[1], images.shape[2:])
         state, metrics = mapped(state, real, *draws, key, seen[:4], seen[4:])
         if cfg.instance_noise > 0:
             metrics["instance_noise_sigma"] = sigma.astype(jnp.float32)

@@ -299,7 +299,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
             dict(config.health), loss=config.loss, penalty=config.penalty,
             penalty_target=config.penalty_target, penalty_weight=config.penalty_weight,
         )
-        step_fn = make_train_step(StepConfig.from_config(config), mesh, gan)
+        step_fn = make_train_step(StepConfig.from_config(config, it.class_frequencies), mesh, gan)
         sampler = _Sampler(gan, config, it.reference_samples(1000, config.seed))
         evaluator = (
             evaluation.make_evaluator(config, it.reference_samples, seed=config.seed)
@@ -346,7 +346,8 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                             config, mesh, checkpointer, writer, guard, it, step, trouble,
                             lambda scale: build_gan(config, generator, critic, scale),
                         )
-                        step_fn = make_train_step(StepConfig.from_config(config), mesh, gan)
+                        step_fn = make_train_step(
+                            StepConfig.from_config(config, it.class_frequencies), mesh, gan)
                         continue
                 if due.sample:
                     sampler.save(state, step, workdir, writer)

@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 import ml_collections
 
-from wgan_jax.config import data_shape
+from wgan_jax.config import data_shape, num_classes
 from wgan_jax.errors import ConfigError
 from wgan_jax.models.contract import as_model
 from wgan_jax.models.mlp import MLPCritic, MLPGenerator
@@ -75,15 +75,17 @@ def build_builtin_models(config: ml_collections.ConfigDict) -> tuple[nn.Module, 
     """The built-in (generator, critic) of `config.model.kind`, in `config.compute_dtype`."""
     m = config.model
     dtype = jnp.bfloat16 if config.compute_dtype == "bfloat16" else jnp.float32
+    classes = num_classes(config)
     if m.kind == "mlp":
         shape = data_shape(config)
         out_dim = math.prod(shape)
         image_shape = shape if len(shape) == 3 else ()
         return (
             MLPGenerator(
-                out_dim, m.width, m.depth, m.generator_norm, dtype=dtype, out_shape=image_shape
+                out_dim, m.width, m.depth, m.generator_norm, dtype=dtype, out_shape=image_shape,
+                num_classes=classes,
             ),
-            MLPCritic(m.width, m.depth, m.critic_norm, dtype=dtype),
+            MLPCritic(m.width, m.depth, m.critic_norm, dtype=dtype, num_classes=classes),
         )
     if m.kind == "dcgan":
         from wgan_jax.models.dcgan import DCGANCritic, DCGANGenerator
@@ -91,10 +93,11 @@ def build_builtin_models(config: ml_collections.ConfigDict) -> tuple[nn.Module, 
         return (
             DCGANGenerator(
                 config.image_size, config.num_channels, m.width, m.generator_norm,
-                conv_impl=m.conv_impl, dtype=dtype,
+                conv_impl=m.conv_impl, dtype=dtype, num_classes=classes,
             ),
             DCGANCritic(
-                m.width, m.critic_norm, m.critic_output, conv_impl=m.conv_impl, dtype=dtype
+                m.width, m.critic_norm, m.critic_output, conv_impl=m.conv_impl, dtype=dtype,
+                num_classes=classes,
             ),
         )
     from wgan_jax.models.resnet import ResNetCritic, ResNetGenerator

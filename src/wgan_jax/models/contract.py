@@ -16,6 +16,8 @@ A `Model` is::
   passes raw `jax.random.PRNGKey` data, a different key per device, critic step and pass.
   `None` (inference) means the network must not need random numbers.
 * `out`: the generator's samples `[B, ...]` or the critic's scores `[B]`.
+* Class-conditional models take `x = (inputs, labels)` (a tuple pytree, int labels `[B]`):
+  the generator `(latents, labels)`, the critic `(samples, labels)`; the contract is the same.
 
 Full diagnostics also need activations (dead ReLUs, saturated tanh). A model may offer
 `capture(params, state, x, *, train, rng=None) -> (out, new_state, activations)`, the same

@@ -2,6 +2,8 @@
 
 For images (`out_shape` set) the generator ends in tanh and reshapes to the image; the critic
 flattens its input. Fast on CPUs (matrix products only), e.g. for 8x8 stacked digits.
+With `num_classes > 0` both take `(inputs, labels)`: the generator concatenates a label
+embedding to z, the critic is a projection critic (`wgan_jax.models.conditional`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from wgan_jax.models.conditional import projection_score, split_inputs
 from wgan_jax.models.spectral import critic_layer
 
 
@@ -27,10 +30,15 @@ class MLPGenerator(nn.Module):
     axis_name: str | None = "data"
     dtype: jnp.dtype = jnp.float32
     out_shape: tuple[int, ...] = ()
+    num_classes: int = 0  # > 0: z is (z, labels); a label embedding is concatenated to z
 
     @nn.compact
     def __call__(self, z: jax.Array, train: bool = True) -> jax.Array:
+        z, labels = split_inputs(z, self.num_classes)
         h = z.astype(self.dtype)
+        if labels is not None:
+            embedding = nn.Embed(self.num_classes, z.shape[-1], name="class_embed")(labels)
+            h = jnp.concatenate([h, embedding.astype(self.dtype)], axis=-1)
         for i in range(self.depth):
             # No bias before BatchNorm: it would cancel, its true gradient is 0, and Adam
             # would turn float noise in that gradient into full-size, device-dependent steps.
@@ -64,9 +72,11 @@ class MLPCritic(nn.Module):
     norm: str = "none"  # "none", "layer" or "spectral"
     dtype: jnp.dtype = jnp.float32
     axis_name: str | None = "data"  # the data-parallel axis (spectral norm's state only)
+    num_classes: int = 0  # > 0: x is (x, labels); a projection critic
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        x, labels = split_inputs(x, self.num_classes)
         def dense(features: int, i: int, h: jax.Array) -> jax.Array:
             layer = nn.Dense(features, dtype=self.dtype, name=f"Dense_{i}")
             return critic_layer(layer, h, norm=self.norm, train=train, axis_name=self.axis_name)
@@ -77,5 +87,7 @@ class MLPCritic(nn.Module):
             if self.norm == "layer":
                 h = nn.LayerNorm(dtype=self.dtype)(h)
             h = nn.relu(h)
-        out = dense(1, self.depth, h)
-        return out[:, 0].astype(jnp.float32)
+        out = dense(1, self.depth, h)[:, 0]
+        if labels is not None:
+            out = projection_score(self, h, out, labels, self.num_classes)
+        return out.astype(jnp.float32)

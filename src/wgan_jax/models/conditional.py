@@ -1,0 +1,55 @@
+"""The class-conditional parts of the built-in networks (`model.conditional = "projection"`).
+
+Conditional networks take `x = (inputs, labels)`, labels int `[B]` in `[0, num_classes)`:
+
+* `ConditionalBatchNorm`: cross-replica BatchNorm without its own affine part, followed by a
+  gain and a bias per class (de Vries et al. 2017; Miyato & Koyama 2018's generator);
+* `projection_score`: the projection critic's output (Miyato & Koyama 2018),
+  `psi(phi(x)) + <embed(y), phi(x)>` for the critic's last features `phi(x)`.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+def split_inputs(x, num_classes: int) -> tuple[jax.Array, jax.Array | None]:
+    """`(inputs, labels)` of a conditional network's input, `(x, None)` of an unconditional's."""
+    if not num_classes:
+        return x, None
+    inputs, labels = x
+    return inputs, labels
+
+
+class ConditionalBatchNorm(nn.Module):
+    """BatchNorm (statistics over `axis_name`) with a per-class gain (init 1) and bias (init 0)."""
+
+    num_classes: int
+    axis_name: str | None = "data"
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, h: jax.Array, labels: jax.Array, train: bool) -> jax.Array:
+        h = nn.BatchNorm(
+            use_running_average=not train, axis_name=self.axis_name, use_scale=False,
+            use_bias=False, use_fast_variance=False, dtype=self.dtype,
+        )(h)
+        features = h.shape[-1]
+        gain = nn.Embed(self.num_classes, features, embedding_init=nn.initializers.ones,
+                        name="gain")(labels)
+        bias = nn.Embed(self.num_classes, features, embedding_init=nn.initializers.zeros,
+                        name="bias")(labels)
+        shape = (h.shape[0],) + (1,) * (h.ndim - 2) + (features,)
+        return h * gain.reshape(shape).astype(h.dtype) + bias.reshape(shape).astype(h.dtype)
+
+
+def projection_score(
+    module: nn.Module, features: jax.Array, linear: jax.Array, labels: jax.Array,
+    num_classes: int,
+) -> jax.Array:
+    """`linear` (psi(phi), `[B]`) plus `<embed(labels), features>`; call in `nn.compact`."""
+    embed = nn.Embed(num_classes, features.shape[-1], name="class_embed",
+                     embedding_init=nn.initializers.normal(0.02), parent=module)
+    return linear + jnp.sum(embed(labels).astype(features.dtype) * features, axis=-1)
