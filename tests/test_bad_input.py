@@ -65,6 +65,41 @@ def test_main_unknown_flag_and_missing_config_file(tmp_path):
     _assert_clean_failure(result, workdir, ["nope.py"])
 
 
+# Labels of conditional runs, read from the data before anything is written: (overrides with
+# {flat} = a folder of images without class subfolders, {empty} = an empty tfds data_dir).
+LABEL_CASES = [
+    (["--config.dataset=folder:{flat}", "--config.folder_classes=True",
+      "--config.model.conditional=projection"],
+     ["config.folder_classes", "{flat}", "directly in it"]),
+    (["--config.dataset=tfds:mnist", "--config.data_dir={empty}", "--config.data_label=digit",
+      "--config.model.conditional=projection"],
+     ["config.data_label", "tfds:mnist", "no feature 'digit'"]),
+    (["--config.dataset=tfds:mnist", "--config.data_dir={empty}", "--config.data_label=image",
+      "--config.model.conditional=projection"],
+     ["config.data_label", "'image'", "not a ClassLabel"]),
+]
+
+
+@pytest.mark.parametrize("overrides, words", LABEL_CASES,
+                         ids=["folder_classes_flat", "no_label_feature", "not_a_class_label"])
+def test_main_bad_labels(overrides, words, tmp_path):
+    from PIL import Image
+
+    flat, empty = tmp_path / "flat", tmp_path / "empty"
+    flat.mkdir()
+    empty.mkdir()
+    for i in range(2):
+        Image.new("L", (8, 8), 40 * i).save(flat / f"{i}.png")
+    names = {"flat": str(flat), "empty": str(empty)}
+    workdir = str(tmp_path / "w")
+    result = run_module(["wgan_jax.main", *SOURCES["file"], f"--workdir={workdir}",
+                         f"--config.data_dir={tmp_path / 'data'}",
+                         *[o.format(**names) for o in overrides]])
+    _assert_clean_failure(result, workdir, [w.format(**names) for w in words])
+    assert not (tmp_path / "data").exists()
+    assert sorted(os.listdir(empty)) == [] and len(os.listdir(flat)) == 2
+
+
 FLAG_CASES = [
     ("sample", ["--out={out}"], ["--workdir"]),
     ("sample", ["--workdir={missing}", "--out={out}"], ["does not exist"]),

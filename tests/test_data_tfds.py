@@ -73,13 +73,14 @@ def _png(pixels: np.ndarray) -> bytes:
 
 
 class WganJaxTestPictures(tfds.core.GeneratorBasedBuilder):
-    """Two splits of 8x8 RGB pictures whose image feature is called `picture`, not `image`."""
+    """Two splits of 8x8 RGB pictures whose image feature is called `picture`, not `image`;
+    picture i has label i % 3 of a ClassLabel with 4 classes (class 3 has no examples)."""
 
     VERSION = tfds.core.Version("1.0.0")
 
     def _info(self) -> tfds.core.DatasetInfo:
         return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict({
-            "label": tfds.features.ClassLabel(num_classes=3),
+            "label": tfds.features.ClassLabel(num_classes=4),
             "picture": tfds.features.Image(shape=(None, None, 3)),
         }))
 
@@ -136,3 +137,53 @@ def test_data_split_errors(written):
     c.data_split = " "
     with pytest.raises(ConfigError, match="config.data_split"):
         validate_config(c, 1)
+
+
+# ------------------------------------------------------------- labels of conditional runs
+def _conditional(data_dir, **overrides) -> object:
+    c = _config("wgan_jax_test_pictures", 8, 3, data_dir)
+    c.model.kind, c.model.conditional, c.global_batch_size, c.n_critic = "mlp", "projection", 6, 1
+    for key, value in overrides.items():
+        c[key] = value
+    validate_config(c, 1)
+    return c
+
+
+def test_labels_are_each_pictures_class_label(written):
+    from wgan_jax.config import num_classes
+
+    source = tfds_image_source("wgan_jax_test_pictures", written, 8, 3, "train", "label")
+    label_of = {p.tobytes(): i % 3 for i, p in enumerate(_pictures("train"))}
+    assert [label_of[source[i].tobytes()] for i in range(len(source))] == list(source.labels)
+    c = _conditional(written)
+    assert num_classes(c) == 4  # the ClassLabel's, not the labels' maximum + 1
+    it = create_input_pipeline(c, make_mesh())
+    np.testing.assert_allclose(it.class_frequencies, [1 / 3, 1 / 3, 1 / 3, 0.0])
+    images, labels = next(it)
+    pixels = np.rint((np.asarray(images)[0] + 1.0) * 127.5).astype(np.uint8)
+    assert [label_of[p.tobytes()] for p in pixels] == np.asarray(labels)[0].tolist()
+
+
+@pytest.mark.parametrize("label, words", [
+    ("nope", ["no feature 'nope'", "label, picture"]),
+    ("picture", ["'picture'", "Image, not a ClassLabel"]),
+])
+def test_data_label_refusals_name_the_key(written, label, words):
+    from wgan_jax.config import num_classes
+
+    c = _conditional(written, data_label=label)
+    for build in (lambda: num_classes(c), lambda: create_input_pipeline(c, make_mesh())):
+        with pytest.raises(ConfigError) as error:
+            build()
+        message = str(error.value)
+        assert message.startswith("config.data_label: ") and "\n" not in message
+        for word in ["tfds:wgan_jax_test_pictures", *words]:
+            assert word in message, message
+
+
+def test_conditional_run_on_a_tfds_dataset(written, tmp_path):
+    from test_conditional_data import train_two_iterations
+
+    overrides = {"dataset": "tfds:wgan_jax_test_pictures", "data_dir": written,
+                 "num_channels": 3, "global_batch_size": 6}
+    assert train_two_iterations(overrides, str(tmp_path / "run")) == (4, (4, 8))

@@ -62,6 +62,8 @@ def get_config_schema() -> ml_collections.ConfigDict:
     c.num_channels = 1
     c.skip_corrupt_images = False
     c.data_split = "train"  # tfds:NAME only: the split read, in TFDS syntax ("test", "train[:80%]")
+    c.data_label = "label"  # tfds:NAME, conditional runs: the ClassLabel feature holding labels
+    c.folder_classes = False  # folder:/path: each immediate subfolder is a class (sorted names)
     c.dataset_size = 0  # image data: keep the first N examples of a fixed permutation; 0: all
     c.augment = ""  # DiffAugment policy, e.g. "translation,cutout,color"; "": off
     c.instance_noise = 0.0  # std of Gaussian noise on critic inputs, annealed to 0; 0: off
@@ -93,7 +95,8 @@ def get_config_schema() -> ml_collections.ConfigDict:
     c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
     c.model.conv_impl = "auto"  # stride-2 convs: "auto", "matmul", "s2d" or "xla" (same function)
     # "projection": class-conditional (projection critic, conditional BatchNorm / label
-    # embedding in the generator); needs a dataset with labels (`digits`).
+    # embedding in the generator); needs a dataset with labels (digits, stacked_digits,
+    # tfds:NAME with data_label, folder:/path with folder_classes).
     c.model.conditional = "none"
     # Your own networks: "my_pkg.nets:make_generator", a factory called with the run's config
     # that returns a Flax NNX or Linen module or an (init, apply) pair; "" = the built-in kind.
@@ -288,33 +291,53 @@ def _validate_dataset(config: ml_collections.ConfigDict) -> None:
         _fail("num_channels", "stacked_digits has 3 channels (one digit each)")
 
 
-LABELLED_DATASETS = {"digits": 10}  # datasets whose labels conditional models can use
+# Dataset kinds with labels conditional models can use (`wgan_jax.data.sources.num_classes`):
+# digits 10, stacked_digits 1000 (class 100*R + 10*G + B), tfds:NAME the ClassLabel feature
+# `data_label`, folder:/path its subfolders when `folder_classes` is on.
+LABELLED_DATASETS = ("digits", "stacked_digits", "tfds", "folder")
 
 
 def num_classes(config: ml_collections.ConfigDict) -> int:
-    """The number of classes a conditional model is built for; 0 for an unconditional one."""
+    """The number of classes a conditional model is built for (read from the data's metadata:
+    a tfds ClassLabel, a folder's subfolders); 0 for an unconditional one."""
     if config.model.conditional == "none":
         return 0
-    return LABELLED_DATASETS[config.dataset]
+    from wgan_jax.data import sources
+
+    return sources.num_classes(config)
+
+
+def _validate_labels(config: ml_collections.ConfigDict) -> None:
+    """`folder_classes` and `data_label` belong to folder and tfds datasets."""
+    kind = config.dataset.partition(":")[0]
+    if config.folder_classes and kind != "folder":
+        _fail("folder_classes", f"only folder:/path datasets have class subfolders; "
+              f"{config.dataset!r} has none (leave it False)")
+    if kind == "tfds" and not config.data_label.strip():
+        _fail("data_label", "must name the dataset's ClassLabel feature, e.g. 'label'")
+    if kind != "tfds" and config.data_label != "label":
+        _fail("data_label", f"only tfds:NAME datasets have label features; {config.dataset!r} "
+              f"(got {config.data_label!r}, leave it 'label')")
 
 
 def _validate_conditional(config: ml_collections.ConfigDict) -> None:
+    _validate_labels(config)
     conditional = config.model.conditional
     if conditional == "none":
         return
-    if config.dataset not in LABELLED_DATASETS:
+    kind = config.dataset.partition(":")[0]
+    if kind not in LABELLED_DATASETS or (kind == "folder" and not config.folder_classes):
         _fail("model.conditional", f"{conditional!r} needs class labels, and dataset "
-              f"{config.dataset!r} has none the trainer can use (labelled: "
-              f"{', '.join(LABELLED_DATASETS)})")
+              f"{config.dataset!r} has none the trainer can use (labelled: digits, "
+              "stacked_digits, tfds:NAME with config.data_label, folder:/path with "
+              "config.folder_classes=True)")
     if config.model.generator or config.model.critic:
         _fail("model.conditional", f"{conditional!r} applies to the built-in networks only; "
               "your own networks (model.generator / model.critic) get no labels")
-    if config.model.kind == "resnet":
-        _fail("model.conditional", f"{conditional!r} is built for model.kind 'mlp' and 'dcgan' "
-              "only, not 'resnet' yet")
-    if config.model.kind == "dcgan" and config.model.generator_norm != "batch":
-        _fail("model.conditional", f"{conditional!r} with model.kind 'dcgan' conditions the "
-              "generator through its BatchNorms: needs model.generator_norm='batch'")
+    if config.model.kind in ("dcgan", "resnet") and config.model.generator_norm != "batch":
+        _fail("model.conditional", f"{conditional!r} with model.kind {config.model.kind!r} "
+              "conditions the generator through its BatchNorms: needs "
+              "model.generator_norm='batch'")
 
 
 def _validate_eval(config: ml_collections.ConfigDict) -> None:

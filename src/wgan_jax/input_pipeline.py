@@ -216,8 +216,9 @@ class ImageStream:
     spent ~70 us per element, a third of a small model's step). Thread-safe for grain's readers.
     """
 
-    def __init__(self, source: Any, seed: int) -> None:
+    def __init__(self, source: Any, seed: int, labels: np.ndarray | None = None) -> None:
         self.source, self.seed, self.n = source, seed % 2**32, len(source)
+        self.labels = labels
         self._permutation = functools.lru_cache(maxsize=2)(self._epoch_permutation)
 
     def _epoch_permutation(self, epoch: int) -> np.ndarray:
@@ -229,9 +230,9 @@ class ImageStream:
         return self.source[int(self._permutation(epoch)[position])]
 
     def label(self, g: int) -> int:
-        """The class label of element g (sources with `labels` only)."""
+        """The class label of element g (streams given `labels`, the class of each example)."""
         epoch, position = divmod(int(g), self.n)
-        return int(self.source.labels[int(self._permutation(epoch)[position])])
+        return int(self.labels[int(self._permutation(epoch)[position])])
 
 
 class LocalData(NamedTuple):
@@ -270,10 +271,12 @@ def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
     # evaluation) still come from the whole data set.
     size = config.dataset_size
     train_source = images.SubsetSource(source, size) if size else source
-    stream = ImageStream(train_source, seed)
+    classes = num_classes(config)
+    train_labels = sources.class_labels(config, train_source) if classes else None
+    stream = ImageStream(train_source, seed, train_labels)
     per = rows.stop - rows.start
     indices = grain.MapDataset.range(_ENDLESS * n_critic * per).map(_GlobalIndex(batch, rows))
-    frequencies = class_frequencies(config, train_source)
+    frequencies = () if train_labels is None else label_frequencies(train_labels, classes)
     if frequencies:
         dataset = (
             indices.map(lambda g: (stream[g], np.int32(stream.label(g))))
@@ -302,12 +305,14 @@ def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
     return LocalData(dataset, reference_fn, labels_fn, IMAGE_READ, frequencies)
 
 
-def class_frequencies(config: ml_collections.ConfigDict, source: Any) -> tuple[float, ...]:
-    """The share of each class among `source`'s examples for a conditional run, else ()."""
-    classes = num_classes(config)
-    if not classes:
-        return ()
-    counts = np.bincount(np.asarray(source.labels), minlength=classes)
+def label_frequencies(labels: np.ndarray, classes: int) -> tuple[float, ...]:
+    """The share of each of `classes` classes among int `labels`; `DataError` for a label
+    outside 0..classes-1 (data that do not match their own metadata)."""
+    labels = np.asarray(labels)
+    if labels.size and (labels.min() < 0 or labels.max() >= classes):
+        raise DataError(f"the data's labels span {labels.min()}..{labels.max()}, outside the "
+                        f"{classes} classes 0..{classes - 1} of its metadata")
+    counts = np.bincount(labels, minlength=classes)
     return tuple(float(c) for c in counts / counts.sum())
 
 

@@ -6,7 +6,8 @@
 * ``stacked_digits``: the offline analogue of Stacked MNIST: a fixed, seeded table of
   `STACKED_SIZE` triples of independent digits, one per RGB channel, so 10^3 = 1000 modes. The
   images are composed on access; `stacked_digits_labels()` gives the `[N, 3]` class triples
-  for mode-coverage metrics.
+  for mode-coverage metrics, and `stacked_digits_classes()` turns triples into the single
+  class `100 * R + 10 * G + B` (0..999) that conditional models are trained on.
 """
 
 from __future__ import annotations
@@ -85,6 +86,19 @@ def stacked_digits_labels() -> np.ndarray:
     """`[STACKED_SIZE, 3]` class labels (digit of the R, G and B channel) of each example."""
     _, labels = digits_images(8)
     return labels[stacked_digits_triples()]
+
+
+STACKED_CLASSES = 1000
+
+
+def stacked_digits_classes(triples: np.ndarray) -> np.ndarray:
+    """`[..., 3]` digit triples (R, G, B) -> the int64 classes `100 * R + 10 * G + B`, `[...]`.
+
+    The one convention for a stacked digit's class: conditional training and the evaluation of
+    conditional runs both use it.
+    """
+    triples = np.asarray(triples, np.int64)
+    return triples[..., 0] * 100 + triples[..., 1] * 10 + triples[..., 2]
 
 
 class StackedDigitsSource:

@@ -1,11 +1,14 @@
 """``folder:/path``: a directory of PNG/JPEG files, converted once into an array_record dataset.
 
-The conversion decodes every image (class subfolders are walked and ignored), centre-crops and
+The conversion decodes every image (subfolders are walked), centre-crops and
 resizes it to the configured size, converts it to the configured channels (RGBA sprites stay 4
 channels) and writes one record per image: the raw uint8 bytes of `[S, S, C]`, with the shape in
 `meta.json`. The result lives under the data dir, in a directory named by a hash of the file
 list, sizes and mtimes, the image size and the channel count, so an edited folder or a new size
 is converted again and the image folder itself is never written to. TensorFlow is not needed.
+
+With `config.folder_classes = True` each immediate subfolder is a class (sorted names -> 0..K-1)
+and every example's label is its subfolder's index (`class_names`, `folder_source`'s `classes`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import numpy as np
 from PIL import Image
 
 from wgan_jax.data.images import MappedSource, prepare_image
-from wgan_jax.errors import DataError
+from wgan_jax.errors import ConfigError, DataError
 
 log = logging.getLogger("wgan_jax")
 
@@ -104,6 +107,45 @@ def _convert(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _root(path: str) -> str:
+    root = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isdir(root):
+        raise DataError(f"folder:{path}: no such directory")
+    return root
+
+
+def class_names(path: str) -> list[str]:
+    """The classes of `folder:path` with `folder_classes`: its immediate subfolders, sorted.
+
+    Raises a one-line `ConfigError` naming `config.folder_classes` and the folder when images
+    lie directly in it, when a class subfolder has no images, or when there are fewer than 2.
+    """
+    root = _root(path)
+    files = list_images(root)
+    what = f"config.folder_classes: folder:{path}"
+    loose = [rel for rel, _, _ in files if os.sep not in rel]
+    if loose:
+        raise ConfigError(f"{what} has {len(loose)} images directly in it (e.g. {loose[0]}); "
+                          "with folder_classes every image must be in a class subfolder")
+    names = sorted(entry.name for entry in os.scandir(root)
+                   if entry.is_dir() and not entry.name.startswith("."))
+    used = {rel.split(os.sep, 1)[0] for rel, _, _ in files}
+    empty = [name for name in names if name not in used]
+    if empty:
+        raise ConfigError(f"{what}: class subfolder {empty[0]!r} has no PNG or JPEG images")
+    if len(names) < 2:
+        raise ConfigError(f"{what} has {len(names)} class subfolder(s); classes need at least 2")
+    return names
+
+
+def _labels(files: list[tuple[str, int, int]], skipped: list[str], names: list[str]) -> np.ndarray:
+    """The class of every converted record: its file's subfolder's index in `names`."""
+    index = {name: k for k, name in enumerate(names)}
+    gone = set(skipped)
+    return np.array([index[rel.split(os.sep, 1)[0]] for rel, _, _ in files if rel not in gone],
+                    np.int64)
+
+
 class _RawDecoder:
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.shape = shape
@@ -122,14 +164,15 @@ def prepared_dir(root: str, data_dir: str, size: int, channels: int) -> str:
 
 
 def folder_source(
-    path: str, data_dir: str, size: int, channels: int, skip_corrupt: bool = False
+    path: str, data_dir: str, size: int, channels: int, skip_corrupt: bool = False,
+    classes: bool = False,
 ) -> MappedSource:
-    """The images of folder `path` as a random-access uint8 source (converting it if needed)."""
+    """The images of folder `path` as a random-access uint8 source (converting it if needed);
+    with `classes`, labelled by their subfolder (`class_names`)."""
     from array_record.python.array_record_data_source import ArrayRecordDataSource
 
-    root = os.path.abspath(os.path.expanduser(path))
-    if not os.path.isdir(root):
-        raise DataError(f"folder:{path}: no such directory")
+    root = _root(path)
+    names = class_names(path) if classes else None
     files = list_images(root)
     out_dir = prepared_dir(root, data_dir, size, channels)
     if not os.path.exists(os.path.join(out_dir, META)):
@@ -152,4 +195,5 @@ def folder_source(
     records = ArrayRecordDataSource([os.path.join(out_dir, RECORDS)])
     if len(records) != meta["num_examples"]:
         raise DataError(f"folder:{path}: prepared dataset {out_dir} is incomplete; delete it")
-    return MappedSource(records, _RawDecoder(tuple(meta["shape"])))
+    labels = None if names is None else _labels(files, meta["skipped"], names)
+    return MappedSource(records, _RawDecoder(tuple(meta["shape"])), labels)

@@ -5,7 +5,9 @@ Reads one split (``config.data_split``, ``train`` by default, in TFDS's split sy
 e.g. ``tfds build NAME --data_dir DIR --file_format=array_record``). Nothing is ever downloaded
 at run time: a dataset that is not prepared in the data dir is a one-line `DataError`.
 Each example's image (the feature named ``image``, else the dataset's first image feature) is
-centre-cropped, resized and converted to the configured channels on access.
+centre-cropped, resized and converted to the configured channels on access. Conditional runs
+read the labels of the `tfds.features.ClassLabel` feature ``config.data_label`` (``label`` by
+default) once, without decoding the images; the number of classes is the ClassLabel's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from wgan_jax.data.images import MappedSource, prepare_array
-from wgan_jax.errors import DataError
+from wgan_jax.errors import ConfigError, DataError
 
 
 def _image_key(features: Any, what: str) -> str:
@@ -68,20 +70,51 @@ def _check_split(split: str, builder: Any, what: str) -> None:
                         f"{', '.join(available)}")
 
 
+def _builder(name: str, data_dir: str) -> Any:
+    import tensorflow_datasets as tfds
+
+    try:
+        return tfds.builder(name, data_dir=data_dir)
+    except Exception as error:  # DatasetNotFoundError, bad config or version names
+        if isinstance(error, tfds.core.registered.DatasetNotFoundError):
+            raise DataError(f"tfds:{name}: no TFDS dataset named {name!r}") from None
+        raise DataError(f"tfds:{name}: {' '.join(str(error).split())[:200]}") from None
+
+
+def _class_label(builder: Any, name: str, label_key: str) -> Any:
+    """The `ClassLabel` feature `label_key`; `ConfigError` naming `config.data_label` if none."""
+    import tensorflow_datasets as tfds
+
+    features = builder.info.features
+    items = dict(features.items()) if hasattr(features, "items") else {}
+    feature = items.get(label_key)
+    if feature is None:
+        raise ConfigError(f"config.data_label: tfds:{name} has no feature {label_key!r} "
+                          f"(features: {', '.join(items)})")
+    if not isinstance(feature, tfds.features.ClassLabel):
+        raise ConfigError(f"config.data_label: feature {label_key!r} of tfds:{name} is a "
+                          f"{type(feature).__name__}, not a ClassLabel")
+    return feature
+
+
+def tfds_num_classes(name: str, data_dir: str, label_key: str) -> int:
+    """The number of classes of ClassLabel feature `label_key` of `name` (its metadata)."""
+    return int(_class_label(_builder(name, data_dir), name, label_key).num_classes)
+
+
 def tfds_image_source(
-    name: str, data_dir: str, size: int, channels: int, split: str = "train"
+    name: str, data_dir: str, size: int, channels: int, split: str = "train",
+    label_key: str | None = None,
 ) -> MappedSource:
-    """The images of split `split` of TFDS dataset `name` in `data_dir`, as a uint8 source."""
+    """The images of split `split` of TFDS dataset `name` in `data_dir`, as a uint8 source;
+    with `label_key`, labelled by that ClassLabel feature (read once, images not decoded)."""
     import tensorflow_datasets as tfds
 
     what = f"tfds:{name}"
-    try:
-        builder = tfds.builder(name, data_dir=data_dir)
-    except Exception as error:  # DatasetNotFoundError, bad config or version names
-        if isinstance(error, tfds.core.registered.DatasetNotFoundError):
-            raise DataError(f"{what}: no TFDS dataset named {name!r}") from None
-        raise DataError(f"{what}: {' '.join(str(error).split())[:200]}") from None
+    builder = _builder(name, data_dir)
     key = _image_key(builder.info.features, what)
+    if label_key is not None:
+        _class_label(builder, name, label_key)
     if builder.is_prepared():
         _check_split(split, builder, what)
     try:
@@ -90,4 +123,8 @@ def tfds_image_source(
         raise _not_prepared(name, data_dir, builder, error, split) from None
     if len(records) == 0:
         raise DataError(f"{what}: the {split!r} split in {data_dir} is empty")
-    return MappedSource(records, _ImageOf(key, size, channels, what))
+    labels = None
+    if label_key is not None:
+        plain = builder.as_data_source(split=split, decoders={key: tfds.decode.SkipDecoding()})
+        labels = np.array([int(plain[i][label_key]) for i in range(len(plain))], np.int64)
+    return MappedSource(records, _ImageOf(key, size, channels, what), labels)

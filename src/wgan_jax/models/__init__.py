@@ -104,7 +104,8 @@ def build_builtin_models(config: ml_collections.ConfigDict) -> tuple[nn.Module, 
 
     return (
         ResNetGenerator(
-            config.image_size, config.num_channels, m.width, m.generator_norm, dtype=dtype
+            config.image_size, config.num_channels, m.width, m.generator_norm, dtype=dtype,
+            num_classes=classes,
         ),
-        ResNetCritic(m.width, m.critic_norm, dtype=dtype),
+        ResNetCritic(m.width, m.critic_norm, dtype=dtype, num_classes=classes),
     )

@@ -4,6 +4,7 @@ Conditional networks take `x = (inputs, labels)`, labels int `[B]` in `[0, num_c
 
 * `ConditionalBatchNorm`: cross-replica BatchNorm without its own affine part, followed by a
   gain and a bias per class (de Vries et al. 2017; Miyato & Koyama 2018's generator);
+  `generator_batch_norm` picks it or a plain BatchNorm (dcgan and resnet generators);
 * `projection_score`: the projection critic's output (Miyato & Koyama 2018),
   `psi(phi(x)) + <embed(y), phi(x)>` for the critic's last features `phi(x)`.
 """
@@ -43,6 +44,19 @@ class ConditionalBatchNorm(nn.Module):
                         name="bias")(labels)
         shape = (h.shape[0],) + (1,) * (h.ndim - 2) + (features,)
         return h * gain.reshape(shape).astype(h.dtype) + bias.reshape(shape).astype(h.dtype)
+
+
+def generator_batch_norm(
+    h: jax.Array, labels: jax.Array | None, train: bool, num_classes: int,
+    axis_name: str | None, dtype: jnp.dtype,
+) -> jax.Array:
+    """A generator's cross-replica BatchNorm of `h`: conditional on `labels` when given, else
+    plain (learned scale and bias). Call inside the calling module's `nn.compact` method."""
+    if labels is not None:
+        return ConditionalBatchNorm(num_classes, axis_name, dtype)(h, labels, train)
+    return nn.BatchNorm(
+        use_running_average=not train, axis_name=axis_name, use_fast_variance=False, dtype=dtype,
+    )(h)
 
 
 def projection_score(

@@ -18,7 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from wgan_jax.models.conditional import ConditionalBatchNorm, projection_score, split_inputs
+from wgan_jax.models.conditional import generator_batch_norm, projection_score, split_inputs
 from wgan_jax.models.layers import DownConv, UpConv
 from wgan_jax.models.spectral import critic_layer
 
@@ -47,15 +47,8 @@ class DCGANGenerator(nn.Module):
     def _norm(self, h: jax.Array, train: bool, labels: jax.Array | None) -> jax.Array:
         if self.norm != "batch":
             return h
-        if labels is not None:
-            return ConditionalBatchNorm(self.num_classes, self.axis_name, self.dtype)(
-                h, labels, train)
-        return nn.BatchNorm(
-            use_running_average=not train,
-            axis_name=self.axis_name,
-            use_fast_variance=False,
-            dtype=self.dtype,
-        )(h)
+        return generator_batch_norm(h, labels, train, self.num_classes, self.axis_name,
+                                    self.dtype)
 
     @nn.compact
     def __call__(self, z: jax.Array, train: bool = True) -> jax.Array:

@@ -8,6 +8,10 @@ a bias (it would cancel; its gradient is float noise). Critic, no BatchNorm: an 
 first block (conv, ReLU, conv, 2x2 mean pool; shortcut = mean pool then 1x1 conv), "down" blocks
 to 8x8, two blocks at 8x8, ReLU, global mean pool, Dense to 1. With 32 px and W = 128 this is the
 paper's model (3 up blocks in G; 1 + 1 down and 2 plain blocks in D).
+With `num_classes > 0` both take `(inputs, labels)` (Miyato & Koyama 2018's ResNets): the
+generator blocks' BatchNorms become conditional (a gain and bias per class; the last BatchNorm
+stays plain) and the critic a projection critic on its pooled features
+(`wgan_jax.models.conditional`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from wgan_jax.models.conditional import generator_batch_norm, projection_score, split_inputs
 from wgan_jax.models.spectral import CRITIC_NORMS, critic_layer
 
 
@@ -44,29 +49,28 @@ class _GenBlock(nn.Module):
     norm: str
     axis_name: str | None
     dtype: jnp.dtype
+    num_classes: int = 0
 
-    def _norm(self, h: jax.Array, train: bool) -> jax.Array:
+    def _norm(self, h: jax.Array, train: bool, labels: jax.Array | None) -> jax.Array:
         if self.norm != "batch":
             return h
-        return nn.BatchNorm(
-            use_running_average=not train, axis_name=self.axis_name, use_fast_variance=False,
-            dtype=self.dtype,
-        )(h)
+        return generator_batch_norm(h, labels, train, self.num_classes, self.axis_name,
+                                    self.dtype)
 
     @nn.compact
-    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, train: bool, labels: jax.Array | None = None) -> jax.Array:
         bias = self.norm != "batch"
         conv = lambda k: nn.Conv(self.features, (k, k), padding="SAME", use_bias=bias,  # noqa: E731
                                  dtype=self.dtype)
         shortcut = upsample(conv(1)(x))  # a 1x1 conv commutes with nearest upsampling
-        h = upsample(nn.relu(self._norm(x, train)))
+        h = upsample(nn.relu(self._norm(x, train, labels)))
         h = conv(3)(h)
-        h = conv(3)(nn.relu(self._norm(h, train)))
+        h = conv(3)(nn.relu(self._norm(h, train, labels)))
         return h + shortcut
 
 
 class ResNetGenerator(nn.Module):
-    """z [B, Z] -> images [B, S, S, C] in [-1, 1]."""
+    """z [B, Z] (or `(z, labels)` with `num_classes`) -> images [B, S, S, C] in [-1, 1]."""
 
     image_size: int = 32
     channels: int = 3
@@ -74,17 +78,18 @@ class ResNetGenerator(nn.Module):
     norm: str = "batch"  # "batch" (cross-replica over `axis_name`) or "none"
     axis_name: str | None = "data"
     dtype: jnp.dtype = jnp.float32
+    num_classes: int = 0  # > 0: conditional BatchNorm in the blocks (needs norm="batch")
 
     @nn.compact
     def __call__(self, z: jax.Array, train: bool = True) -> jax.Array:
+        z, labels = split_inputs(z, self.num_classes)
         n = _doublings(4, self.image_size)
         bias = self.norm != "batch"
         h = nn.Dense(4 * 4 * self.width, use_bias=bias, dtype=self.dtype)(z.astype(self.dtype))
         h = h.reshape(z.shape[0], 4, 4, self.width)
         for i in range(n):
-            h = _GenBlock(self.width, self.norm, self.axis_name, self.dtype, name=f"block_{i}")(
-                h, train
-            )
+            h = _GenBlock(self.width, self.norm, self.axis_name, self.dtype, self.num_classes,
+                          name=f"block_{i}")(h, train, labels)
             self.sow("intermediates", f"block_{i}", h)
         if self.norm == "batch":
             h = nn.BatchNorm(
@@ -132,15 +137,18 @@ class _CriticBlock(nn.Module):
 
 
 class ResNetCritic(nn.Module):
-    """images [B, S, S, C] -> scores [B]. No BatchNorm (per-example gradient penalty)."""
+    """images [B, S, S, C] (or `(images, labels)` with `num_classes`: a projection critic)
+    -> scores [B]. No BatchNorm (per-example gradient penalty)."""
 
     width: int = 128
     norm: str = "none"  # "none", "layer" or "spectral" (every conv and the Dense)
     dtype: jnp.dtype = jnp.float32
     axis_name: str | None = "data"  # the data-parallel axis (spectral norm's state only)
+    num_classes: int = 0
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        x, labels = split_inputs(x, self.num_classes)
         if self.norm not in CRITIC_NORMS:
             raise ValueError(
                 f"ResNetCritic norm must be one of {', '.join(CRITIC_NORMS)}, got {self.norm!r}"
@@ -155,5 +163,7 @@ class ResNetCritic(nn.Module):
         h = nn.relu(h).mean(axis=(1, 2))
         out = critic_layer(
             nn.Dense(1, dtype=self.dtype), h, norm=self.norm, train=train, axis_name=self.axis_name
-        )
-        return out[:, 0].astype(jnp.float32)
+        )[:, 0]
+        if labels is not None:
+            out = projection_score(self, h, out, labels, self.num_classes)
+        return out.astype(jnp.float32)
