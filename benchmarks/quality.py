@@ -209,28 +209,26 @@ def image_table(rows: list[dict]) -> str:
 
 
 def conditional_table(rows: list[dict]) -> str:
-    """Class-conditional configs: label accuracy and per-class FID (digit features)."""
+    """Class-conditional configs: label accuracy and per-class FID (digit features), each
+    config's generated samples ("eval/*") and its floor of real digits ("floor/*")."""
     lines = ["| Config | Samples | Label accuracy | FID per class, mean | FID per class, worst "
              "(class) | FID (all classes) | Train wall time (s) | Train CPU time (s) |",
              "|---|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["config"] for r in rows):
         rs = [r for r in rows if r["config"] == name]
-        worst = "/".join(str(int(r["eval/fid_digits_class_worst_label"])) for r in rs)
-        lines.append(
-            f"| {name} | wgan_jax, {len(rs)} seed{'s' if len(rs) > 1 else ''}"
-            f" | {_ms([r['eval/label_accuracy'] for r in rs], 100, 1)}%"
-            f" | {_ms([r['eval/fid_digits_class_mean'] for r in rs])}"
-            f" | {_ms([r['eval/fid_digits_class_worst'] for r in rs])} ({worst})"
-            f" | {_ms([r['eval/fid_digits'] for r in rs])}"
-            f" | {_ms([r['wall_seconds'] for r in rs], digits=0)}"
-            f" | {_ms([r.get('cpu_seconds', math.nan) for r in rs], digits=0)} |")
-        worst = "/".join(str(int(r["floor/fid_digits_class_worst_label"])) for r in rs)
-        lines.append(
-            f"| {name} | real digits (floor)"
-            f" | {_ms([r['floor/label_accuracy'] for r in rs], 100, 1)}%"
-            f" | {_ms([r['floor/fid_digits_class_mean'] for r in rs])}"
-            f" | {_ms([r['floor/fid_digits_class_worst'] for r in rs])} ({worst})"
-            f" | {_ms([r['floor/fid_digits'] for r in rs])} | - | - |")
+        seeds = f"wgan_jax, {len(rs)} seed{'s' if len(rs) > 1 else ''}"
+        times = (f"{_ms([r['wall_seconds'] for r in rs], digits=0)} | "
+                 f"{_ms([r.get('cpu_seconds', math.nan) for r in rs], digits=0)}")
+        for who, prefix, time_cells in ((seeds, "eval", times), ("real digits (floor)", "floor",
+                                                                 "- | -")):
+            def cell(key: str, scale: float = 1.0, digits: int = 2, rs=rs, p=prefix) -> str:
+                return _ms([r[f"{p}/{key}"] for r in rs], scale, digits)
+
+            worst = "/".join(str(int(r[f"{prefix}/fid_digits_class_worst_label"])) for r in rs)
+            lines.append(
+                f"| {name} | {who} | {cell('label_accuracy', 100, 1)}%"
+                f" | {cell('fid_digits_class_mean')} | {cell('fid_digits_class_worst')} ({worst})"
+                f" | {cell('fid_digits')} | {time_cells} |")
     return "\n".join(lines)
 
 
