@@ -2,7 +2,7 @@
 
 The "generators" here are fixed arrays of real digits: one that returns held-out digits of the
 asked label, one that ignores the label. A 2-iteration conditional CLI run checks the metrics
-reach metrics.jsonl and `evaluate`.
+reach metrics.jsonl.
 """
 
 from __future__ import annotations
@@ -155,22 +155,16 @@ def test_ranking_directions():
     assert ranking.is_better("eval/label_accuracy", 0.97, 0.9)
 
 
-def test_cli_run_writes_the_class_metrics_and_evaluate_reports_them(tmp_path, data_dir):
-    from wgan_jax.runs import evaluate_run
-
+def test_cli_run_writes_the_class_metrics(tmp_path, data_dir):
     workdir = tmp_path / "run"
-    flags = [f"--config.{k}={v}" for k, v in CONDITIONAL.items()]
-    result = run_module([
-        "wgan_jax.main", f"--workdir={workdir}", *flags, "--config.num_iterations=2",
-        "--config.global_batch_size=16", "--config.n_critic=1", "--config.eval_every=2",
-        "--config.sample_every=0", "--config.plot_every=0", f"--config.data_dir={data_dir}"])
+    result = run_module([  # the benchmark's config, shrunk
+        "wgan_jax.main", "--config=configs/digits_conditional.py", f"--workdir={workdir}",
+        "--config.num_iterations=2", "--config.model.width=16", "--config.global_batch_size=16",
+        "--config.eval_every=2", "--config.eval.num_samples=1000", "--config.sample_every=0",
+        "--config.plot_every=0", f"--config.data_dir={data_dir}"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "label accuracy by the digit classifier" in result.stderr
     rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in rows if "eval/label_accuracy" in r]
     assert len(evals) == 1 and evals[0]["step"] == 2 and CLASS_KEYS <= set(evals[0])
     assert 0.0 <= evals[0]["eval/label_accuracy"] <= 1.0
-    report = evaluate_run(str(workdir), num=1000)
-    assert CLASS_KEYS <= set(report["metrics"])
-    # The same checkpoint, seed and samples as the trainer's evaluation (seed = config.seed = 0).
-    assert report["metrics"]["eval/label_accuracy"] == evals[0]["eval/label_accuracy"]

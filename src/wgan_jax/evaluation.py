@@ -361,15 +361,15 @@ class Evaluator:
             labels = self._classifier.predict_channels(images)
             stats = stacked_mode_metrics(labels)
             out.update({"eval/modes": stats["modes"], "eval/kl": stats["kl"]})
-        if self.class_metrics:
-            out.update(self._class_metrics(images, np.asarray(labels)))
-        images = images[:FEATURE_CAP]
+        capped = images[:FEATURE_CAP]
         if self._inception is not None:  # one Inception pass for the features and the IS
-            fake, probs = self._inception.features_and_probs(images)
+            fake, probs = self._inception.features_and_probs(capped)
             out.update(self._feature_metrics(fake))
             out["eval/is"] = inception_score(probs, splits=min(10, len(probs)))[0]
         else:
-            out.update(self._feature_metrics(self.features(images)))
+            out.update(self._feature_metrics(self.features(capped)))
+        if self.class_metrics:
+            out.update(self._class_metrics(images, np.asarray(labels)))
         return out
 
     def _toy(self, samples: np.ndarray) -> dict[str, float]:
