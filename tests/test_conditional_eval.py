@@ -139,9 +139,16 @@ def test_conditional_runs_without_a_digit_classifier_say_so(overrides, words):
         assert word in plan.description, plan.description
 
 
-def test_too_few_samples_per_class_is_a_config_error():
+def test_too_few_samples_per_class_is_a_config_error(split):
+    few = _config(**{"eval.num_samples": 999, "eval_every": 10})
     with pytest.raises(ConfigError, match=r"^config.eval.num_samples: 999, .* at least 100 "):
-        evaluation.eval_plan(_config(**{"eval.num_samples": 999}))
+        evaluation.eval_plan(few)
+    few.eval_every = 0  # not evaluating: no error until an evaluator is made (evaluate --num)
+    evaluation.eval_plan(few)
+    (images, labels), _ = split
+    with pytest.raises(ConfigError, match=r"^config.eval.num_samples: 999, "):
+        evaluation.make_evaluator(few, lambda n, seed: images, class_frequencies=(0.1,) * 10,
+                                  reference_labels=lambda n, seed: labels)
 
 
 def test_ranking_directions():

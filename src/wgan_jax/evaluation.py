@@ -187,8 +187,8 @@ def eval_plan(config: ml_collections.ConfigDict) -> EvalPlan:
         return EvalPlan("none", "none", (), "", nothing)
     conditional = config.model.conditional != "none"
     class_metrics = conditional and source == "digits" and features == "digits"
-    if class_metrics:
-        _check_class_samples(config)
+    if class_metrics and config.eval_every > 0:  # make_evaluator checks it in any case
+        check_class_samples(config)
     names = metric_names(kind, features, class_metrics)
     metric = choose_metric(names, config.eval.metric)
     if not metric:
@@ -205,7 +205,8 @@ def eval_plan(config: ml_collections.ConfigDict) -> EvalPlan:
     return EvalPlan(kind, features, names, metric, description, class_metrics)
 
 
-def _check_class_samples(config: ml_collections.ConfigDict) -> None:
+def check_class_samples(config: ml_collections.ConfigDict) -> None:
+    """`ConfigError` when `config.eval.num_samples` gives a class fewer than `CLASS_SAMPLES`."""
     from wgan_jax.config import num_classes
 
     need = CLASS_SAMPLES * num_classes(config)
@@ -449,6 +450,8 @@ def make_evaluator(
     `config.eval.inception_weights` names a file that cannot be loaded.
     """
     plan = eval_plan(config)
+    if plan.class_metrics:
+        check_class_samples(config)
     if config.model.conditional != "none" and not class_frequencies:
         raise ValueError("the evaluator of a conditional run needs the data's class_frequencies")
     if plan.kind == "none":
