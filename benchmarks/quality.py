@@ -10,10 +10,15 @@ features their evaluation names (`eval/fid_digits`: the digit classifier's featu
 `eval/fid_inception` with `eval.inception_weights`), and the floor: the same metrics of real
 examples (an independent draw, not the reference set) against the reference. For `digits`
 the held-out split of the digit classifier is the reference too: generated samples and the
-training split against it ("FID vs held-out" and the floor). Each run trains in this process with
-`wgan_jax.train.train_and_evaluate` and is evaluated with `wgan_jax.evaluation.evaluate_state`
-on the final checkpoint (EMA weights when the config keeps them). Wall time is the training
-time alone; say what else ran on the machine when you quote it.
+training split against it ("FID vs held-out" and the floor). Class-conditional configs
+(`configs/digits_conditional.py`) get their own table: the share of generated digits the digit
+classifier assigns to their label (`eval/label_accuracy`) and the FID within each class
+(`eval/fid_digits_class_mean`, `..._class_worst`), with the floor: the classifier's accuracy on
+its held-out digits and the per-class FID of an independent draw of real digits. Each run
+trains in this process with `wgan_jax.train.train_and_evaluate` and is evaluated with
+`wgan_jax.evaluation.evaluate_state` on the final checkpoint (EMA weights when the config keeps
+them). Wall and CPU time (user + system, all threads of this process) are the training's
+alone; say what else ran on the machine when you quote wall time.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
+import resource
 import sys
 import time
 
@@ -57,7 +64,7 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     """Train one (config, seed) from scratch and evaluate its final checkpoint."""
     import shutil
 
-    from wgan_jax.evaluation import evaluate_state, make_evaluator, reference_fn_for
+    from wgan_jax.evaluation import evaluate_state, evaluator_for_data
     from wgan_jax.runs import load_run
     from wgan_jax.train import train_and_evaluate
 
@@ -69,20 +76,23 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
         config.eval.num_samples = args.num_samples
     workdir = os.path.join(root, f"{os.path.basename(name).removesuffix('.py')}_seed{seed}")
     shutil.rmtree(workdir, ignore_errors=True)
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _cpu_seconds()
     train_and_evaluate(config, workdir)
-    wall = time.monotonic() - t0
+    wall, cpu = time.monotonic() - t0, _cpu_seconds() - cpu0
     config, gan, state, step = load_run(workdir, "latest")
     if args.num_samples:
         config.eval.num_samples = args.num_samples
-    evaluator = make_evaluator(config, reference_fn_for(config), seed=0)
+    evaluator = evaluator_for_data(config, seed=0)
     metrics = evaluate_state(config, gan, state, seed=seed, evaluator=evaluator)
-    row = {"config": name, "seed": seed, "step": step, "wall_seconds": wall, **metrics}
-    if config.dataset == "digits":
+    row = {"config": name, "seed": seed, "step": step, "wall_seconds": wall,
+           "cpu_seconds": cpu, **metrics}
+    if evaluator is not None and evaluator.class_metrics:
+        row.update(conditional_floor(config, evaluator, seed))
+    elif config.dataset == "digits":
         row.update(heldout_metrics(config, gan, state, seed))
     elif evaluator is not None and evaluator.kind not in ("toy", "swissroll"):
         # The floor: real examples from an independent draw against the same reference.
-        real = reference_fn_for(config)(int(config.eval.num_samples), 10_000 + seed)
+        real = _pipeline(config).reference_samples(int(config.eval.num_samples), 10_000 + seed)
         row.update(_renamed("floor", evaluator(real)))
     print(json.dumps(row), flush=True)
     return row
@@ -105,6 +115,33 @@ def heldout_metrics(config, gan, state, seed: int) -> dict:
     evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
     fake = evaluate_state(config, gan, state, seed, evaluator=evaluator, num_samples=len(train_idx))
     return {**_renamed("heldout", fake), **_renamed("floor", evaluator(images[train_idx]))}
+
+
+def conditional_floor(config, evaluator, seed: int) -> dict:
+    """Conditional digits: the floor of the class metrics. "floor/label_accuracy" is the digit
+    classifier's accuracy on its 297 held-out digits at the run's size (what the evaluator's
+    start line logs); "floor/fid_digits_class_*" and "floor/fid_digits" score an independent
+    draw of `eval.num_samples` real digits, with their labels, against the same reference."""
+    from wgan_jax.evaluation import heldout_label_accuracy
+
+    data = _pipeline(config)
+    n, draw = int(config.eval.num_samples), 10_000 + seed
+    floor = _renamed("floor", evaluator(data.reference_samples(n, draw),
+                                        data.reference_labels(n, draw)))
+    floor["floor/label_accuracy"] = heldout_label_accuracy(config, evaluator.classifier)[0]
+    return floor
+
+
+def _pipeline(config):
+    from wgan_jax.input_pipeline import create_input_pipeline
+    from wgan_jax.step import make_mesh
+
+    return create_input_pipeline(config, make_mesh())
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _renamed(prefix: str, metrics: dict) -> dict:
@@ -171,6 +208,30 @@ def image_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def conditional_table(rows: list[dict]) -> str:
+    """Class-conditional configs: label accuracy and per-class FID (digit features), each
+    config's generated samples ("eval/*") and its floor of real digits ("floor/*")."""
+    lines = ["| Config | Samples | Label accuracy | FID per class, mean | FID per class, worst "
+             "(class) | FID (all classes) | Train wall time (s) | Train CPU time (s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["config"] for r in rows):
+        rs = [r for r in rows if r["config"] == name]
+        seeds = f"wgan_jax, {len(rs)} seed{'s' if len(rs) > 1 else ''}"
+        times = (f"{_ms([r['wall_seconds'] for r in rs], digits=0)} | "
+                 f"{_ms([r.get('cpu_seconds', math.nan) for r in rs], digits=0)}")
+        for who, prefix, time_cells in ((seeds, "eval", times), ("real digits (floor)", "floor",
+                                                                 "- | -")):
+            def cell(key: str, scale: float = 1.0, digits: int = 2, rs=rs, p=prefix) -> str:
+                return _ms([r[f"{p}/{key}"] for r in rs], scale, digits)
+
+            worst = "/".join(str(int(r[f"{prefix}/fid_digits_class_worst_label"])) for r in rs)
+            lines.append(
+                f"| {name} | {who} | {cell('label_accuracy', 100, 1)}%"
+                f" | {cell('fid_digits_class_mean')} | {cell('fid_digits_class_worst')} ({worst})"
+                f" | {cell('fid_digits')} | {time_cells} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
@@ -210,15 +271,19 @@ def main() -> None:
 
 
 def print_tables(rows: list[dict]) -> None:
-    """The toy table and the image table of whichever rows there are."""
+    """The toy, image and conditional tables of whichever rows there are."""
     toy = [r for r in rows if "eval/high_quality" in r]
-    images = [r for r in rows if _feature_suffix(r) is not None]
+    conditional = [r for r in rows if "eval/label_accuracy" in r]
+    images = [r for r in rows if _feature_suffix(r) is not None and r not in conditional]
     print()
     if toy:
         print(toy_table(toy))
         print()
     if images:
         print(image_table(images))
+        print()
+    if conditional:
+        print(conditional_table(conditional))
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@ def format_table(metrics: dict[str, float]) -> str:
     width = max(len(k) for k in metrics)
     lines = []
     for key, value in metrics.items():
-        direction = "lower is better" if lower_is_better(key) else "higher is better"
-        shown = f"{int(value)}" if key.endswith("/modes") else f"{value:.6g}"
+        direction = ("a class" if key.endswith("_label") else
+                     "lower is better" if lower_is_better(key) else "higher is better")
+        shown = f"{int(value)}" if key.endswith(("/modes", "_label")) else f"{value:.6g}"
         lines.append(f"{key:<{width}}  {shown:>12}  ({direction})")
     return "\n".join(lines)
 

@@ -17,7 +17,18 @@ reference features) and logs one line saying which evaluator runs on which featu
   on FID-Inception pool3 features from `config.eval.inception_weights` (pytorch-fid weights,
   .pth or .npz);
 * stacked_digits: modes (of 1000) and kl of the per-channel predicted digit triples, plus the
-  feature metrics (digit features: the per-channel classifier features, concatenated).
+  feature metrics (digit features: the per-channel classifier features, concatenated);
+* class-conditional `digits` runs, in addition: the samples are generated for labels in the
+  data's class frequencies (`metrics.conditional.draw_class_labels`, the same labels for a
+  seed) and scored by `eval/label_accuracy` (the share the digit classifier assigns to their
+  label; real held-out digits: ~98.7%, logged in the start line), `eval/fid_digits_class_mean`
+  and `eval/fid_digits_class_worst` (FID on the digit features within each class against the
+  real reference examples of that class: the mean over classes and the worst one, whose label
+  is `eval/fid_digits_class_worst_label`). A per-class FID needs enough samples of every
+  class: conditional runs need `eval.num_samples >= CLASS_SAMPLES * classes` (the default
+  2,500 gives ~250 generated against ~140 distinct real digits per class). Conditional runs of
+  other data (no digit classifier reads their classes; for stacked_digits' 1000 classes the
+  label metrics are not built) get no label metrics, and the start line says so.
 
 "auto" resolves to the digit features for the `digits` and `stacked_digits` datasets, to
 Inception when `eval.inception_weights` is set, and otherwise to nothing: other images are not
@@ -55,12 +66,14 @@ from wgan_jax.metrics import (
     toy_mode_metrics,
     wasserstein1_exact,
 )
+from wgan_jax.metrics.conditional import draw_class_labels, label_accuracy, per_class_fid
 from wgan_jax.metrics.ranking import choose_metric, lower_is_better
 from wgan_jax.metrics.toy import TOY_MIXTURES
 
 log = logging.getLogger("wgan_jax")
 
 ReferenceFn = Callable[[int, int], np.ndarray]
+LabelsFn = Callable[[int, int], "np.ndarray | None"]  # the labels of ReferenceFn's examples
 
 W1_CAP = 2500  # samples in the exact W1 (Hungarian assignment, O(n^3))
 FEATURE_CAP = 10_000  # samples in the feature metrics (PRDC is O(n^2) in memory traffic)
@@ -68,11 +81,15 @@ FEATURES = ("auto", "digits", "inception", "none")  # the values of config.eval.
 FEATURE_METRICS = ("fid", "kid", "precision", "recall", "density", "coverage")
 TOY_METRICS = ("modes", "high_quality", "reverse_kl", "w1")
 DIGITS_DATASETS = ("digits", "stacked_digits")
+CLASS_SAMPLES = 100  # generated samples per class a conditional evaluation needs at least
+CLASS_METRICS = ("label_accuracy", "fid_digits_class_mean", "fid_digits_class_worst",
+                 "fid_digits_class_worst_label")
 
 
-def metric_names(kind: str, features: str) -> tuple[str, ...]:
+def metric_names(kind: str, features: str, class_metrics: bool = False) -> tuple[str, ...]:
     """The keys an evaluator of `kind` on `features` returns (feature metrics carry the
-    feature space in their name: `eval/fid_digits`, `eval/fid_inception`)."""
+    feature space in their name: `eval/fid_digits`, `eval/fid_inception`), with the
+    conditional runs' `CLASS_METRICS` when `class_metrics`."""
     if kind == "toy":
         return tuple(f"eval/{m}" for m in TOY_METRICS)
     if kind == "swissroll":
@@ -84,6 +101,8 @@ def metric_names(kind: str, features: str) -> tuple[str, ...]:
         names = ("eval/modes", "eval/kl", *names)
     if features == "inception":
         names = (*names, "eval/is")
+    if class_metrics:
+        names = (*names, *(f"eval/{m}" for m in CLASS_METRICS))
     return names
 
 
@@ -91,13 +110,15 @@ def metric_names(kind: str, features: str) -> tuple[str, ...]:
 class EvalPlan:
     """What evaluation computes for a config: `kind` ("toy", "swissroll", "digits", "stacked",
     "inception" or "none"), its feature space ("digits", "inception", or "" for toy data), the
-    metric keys, the metric that ranks evaluations, and a plain-words description."""
+    metric keys, the metric that ranks evaluations, a plain-words description, and whether
+    the conditional `CLASS_METRICS` are computed."""
 
     kind: str
     features: str
     names: tuple[str, ...]
     metric: str
     description: str
+    class_metrics: bool = False  # a conditional digits run: label accuracy, per-class FID
 
 
 def _feature_words(config: ml_collections.ConfigDict, kind: str, features: str) -> str:
@@ -164,7 +185,11 @@ def eval_plan(config: ml_collections.ConfigDict) -> EvalPlan:
             "one-channel digit-like images eval.features='digits'")
     if kind == "none":
         return EvalPlan("none", "none", (), "", nothing)
-    names = metric_names(kind, features)
+    conditional = config.model.conditional != "none"
+    class_metrics = conditional and source == "digits" and features == "digits"
+    if class_metrics and config.eval_every > 0:  # make_evaluator checks it in any case
+        check_class_samples(config)
+    names = metric_names(kind, features, class_metrics)
     metric = choose_metric(names, config.eval.metric)
     if not metric:
         raise ConfigError(f"config.eval.metric: {config.eval.metric!r} is not computed here; "
@@ -175,7 +200,36 @@ def eval_plan(config: ml_collections.ConfigDict) -> EvalPlan:
     description = (f"evaluation of {dataset} ({shape}) on "
                    f"{_feature_words(config, kind, features)}: {', '.join(names)}; "
                    f"{metric} ranks evaluations ({better} is better)")
-    return EvalPlan(kind, features, names, metric, description)
+    if conditional:
+        description += "; " + _class_words(config, class_metrics)
+    return EvalPlan(kind, features, names, metric, description, class_metrics)
+
+
+def check_class_samples(config: ml_collections.ConfigDict) -> None:
+    """`ConfigError` when `config.eval.num_samples` gives a class fewer than `CLASS_SAMPLES`."""
+    from wgan_jax.config import num_classes
+
+    need = CLASS_SAMPLES * num_classes(config)
+    if config.eval.num_samples < need:
+        raise ConfigError(
+            f"config.eval.num_samples: {config.eval.num_samples}, but the per-class FID of a "
+            f"conditional run needs at least {CLASS_SAMPLES} samples per class ({need}; "
+            "`evaluate --num` too)")
+
+
+def _class_words(config: ml_collections.ConfigDict, class_metrics: bool) -> str:
+    """The start line's words on a conditional run's labels."""
+    if class_metrics:
+        return ("conditional: samples generated for labels in the data's class frequencies, "
+                "label accuracy by the digit classifier, FID within each class on its features")
+    source = config.dataset.partition(":")[0]
+    why = ("label accuracy and per-class FID are not available for stacked_digits (not built "
+           "for its 1000 classes)" if source == "stacked_digits" else
+           "no label accuracy or per-class FID: they are computed on the digit features "
+           "(eval.features='digits')" if source == "digits" else
+           f"no label accuracy or per-class FID: no classifier reads the classes of "
+           f"{config.dataset}")
+    return f"conditional: samples generated for labels in the data's class frequencies; {why}"
 
 
 def _prefixed(metrics: dict[str, Any]) -> dict[str, float]:
@@ -188,7 +242,9 @@ class Evaluator:
     Build it with `make_evaluator`. `kind` is "toy", "swissroll", "digits" (images on digit
     classifier features), "stacked" or "inception" (images on Inception features); `features`
     ("digits", "inception", or "" for toy data; by default the kind's own) names the feature
-    space in the metric keys.
+    space in the metric keys. `class_frequencies` (a conditional run) are the data's, for the
+    labels samples are generated for; `class_metrics` adds `CLASS_METRICS` (needs the digit
+    `classifier` and `reference_labels`, the labels of `reference_fn`'s examples).
     """
 
     def __init__(
@@ -206,8 +262,19 @@ class Evaluator:
         metric: str = "",
         kid_subsets: int = 100,
         description: str = "",
+        class_frequencies: tuple[float, ...] = (),
+        class_metrics: bool = False,
+        reference_labels: LabelsFn | None = None,
     ) -> None:
+        if class_metrics and (classifier is None or reference_labels is None
+                              or not class_frequencies):
+            raise ValueError("class metrics need the digit classifier, the reference examples' "
+                             "labels and the data's class frequencies")
         self.kind = kind
+        self.class_frequencies = tuple(class_frequencies)
+        self.class_metrics = class_metrics
+        self._reference_labels_fn = reference_labels
+        self._reference_labels: np.ndarray | None = None
         self.features_name = features or {"digits": "digits", "stacked": "digits",
                                           "inception": "inception"}.get(kind, "")
         self.seed = seed
@@ -227,6 +294,11 @@ class Evaluator:
                               f"of {', '.join(self.metric_names())}")
         self.description = description
 
+    @property
+    def classifier(self) -> Any:
+        """The digit classifier of "digits"/"stacked" evaluators (None for others)."""
+        return self._classifier
+
     # ---- real data ---------------------------------------------------------------------
     def toy_reference(self, n: int) -> np.ndarray:
         """`n` real toy samples drawn with the evaluator's seed (fixed across evaluations)."""
@@ -240,9 +312,27 @@ class Evaluator:
             real = np.asarray(self._reference_fn(self.num_reference, self.seed), np.float32)
             # Small datasets (digits: 1797 images) are sampled with replacement; duplicates
             # would shrink the k-NN radii of precision/recall, so they are dropped.
-            real = np.unique(real.reshape(len(real), -1), axis=0).reshape(-1, *real.shape[1:])
-            self._reference_features = self.features(real)
+            _, first = np.unique(real.reshape(len(real), -1), axis=0, return_index=True)
+            self._reference_features = self.features(real[first])
+            if self._reference_labels_fn is not None:
+                labels = self._reference_labels_fn(self.num_reference, self.seed)
+                if labels is not None:
+                    self._reference_labels = np.asarray(labels)[first]
         return self._reference_features
+
+    def reference_labels(self) -> np.ndarray:
+        """The labels of `reference_features()`'s images (class-metric evaluators only)."""
+        self.reference_features()
+        if self._reference_labels is None:
+            raise ValueError("this evaluator has no reference labels")
+        return self._reference_labels
+
+    def sample_labels(self, n: int, seed: int) -> np.ndarray:
+        """The labels of `n` conditional samples: the data's class frequencies, shuffled with
+        `seed` (`metrics.conditional.draw_class_labels`)."""
+        if not self.class_frequencies:
+            raise ValueError("this evaluator has no class frequencies (not a conditional run)")
+        return draw_class_labels(self.class_frequencies, n, seed)
 
     def features(self, images: np.ndarray) -> np.ndarray:
         """The feature vectors the image metrics compare, `[N, D]`."""
@@ -251,13 +341,19 @@ class Evaluator:
         return self._feature_fn(np.clip(np.asarray(images, np.float32), -1.0, 1.0))
 
     # ---- metrics -----------------------------------------------------------------------
-    def __call__(self, samples: np.ndarray) -> dict[str, float]:
-        """`{"eval/<metric>": value}` of generated `samples` (toy `[N, 2]`, images NHWC)."""
+    def __call__(self, samples: np.ndarray, labels: np.ndarray | None = None) -> dict[str, float]:
+        """`{"eval/<metric>": value}` of generated `samples` (toy `[N, 2]`, images NHWC);
+        an evaluator with `class_metrics` needs the `labels` they were generated for."""
         samples = np.asarray(samples)
         if samples.shape[0] < 2:
             raise ValueError(f"need at least 2 samples to evaluate, got {samples.shape[0]}")
+        if self.class_metrics and (labels is None or len(labels) != len(samples)):
+            raise ValueError("a conditional evaluation needs the label of every sample")
         if not np.isfinite(samples).all():
-            return {m: (0.0 if not lower_is_better(m) else math.inf) for m in self.metric_names()}
+            bad = {m: (0.0 if not lower_is_better(m) else math.inf) for m in self.metric_names()}
+            if self.class_metrics:
+                bad["eval/fid_digits_class_worst_label"] = -1.0
+            return bad
         if self.kind in ("toy", "swissroll"):
             return self._toy(samples.astype(np.float64))
         out: dict[str, float] = {}
@@ -266,13 +362,15 @@ class Evaluator:
             labels = self._classifier.predict_channels(images)
             stats = stacked_mode_metrics(labels)
             out.update({"eval/modes": stats["modes"], "eval/kl": stats["kl"]})
-        images = images[:FEATURE_CAP]
+        capped = images[:FEATURE_CAP]
         if self._inception is not None:  # one Inception pass for the features and the IS
-            fake, probs = self._inception.features_and_probs(images)
+            fake, probs = self._inception.features_and_probs(capped)
             out.update(self._feature_metrics(fake))
             out["eval/is"] = inception_score(probs, splits=min(10, len(probs)))[0]
         else:
-            out.update(self._feature_metrics(self.features(images)))
+            out.update(self._feature_metrics(self.features(capped)))
+        if self.class_metrics:
+            out.update(self._class_metrics(images, np.asarray(labels)))
         return out
 
     def _toy(self, samples: np.ndarray) -> dict[str, float]:
@@ -284,6 +382,19 @@ class Evaluator:
         out["eval/w1"] = wasserstein1_exact(samples[:n], self.toy_reference(n))
         return out
 
+    def _class_metrics(self, images: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        """Label accuracy and per-class FID on the digit classifier's hidden features."""
+        features = self.features(images)  # the digit features (class metrics need them)
+        predicted = self._classifier.logits_from_features(features).argmax(axis=1)
+        present = [k for k, p in enumerate(self.class_frequencies) if p > 0]
+        fids = per_class_fid(self.reference_features(), self.reference_labels(), features,
+                             labels, present)
+        worst = int(np.argmax(fids))
+        return {"eval/label_accuracy": label_accuracy(predicted, labels),
+                "eval/fid_digits_class_mean": float(fids.mean()),
+                "eval/fid_digits_class_worst": float(fids[worst]),
+                "eval/fid_digits_class_worst_label": float(present[worst])}
+
     def _feature_metrics(self, fake: np.ndarray) -> dict[str, float]:
         real = self.reference_features()
         m = compare_features(real, fake, kid_subsets=self.kid_subsets, seed=self.seed)
@@ -292,7 +403,7 @@ class Evaluator:
 
     def metric_names(self) -> tuple[str, ...]:
         """The keys `__call__` returns."""
-        return metric_names(self.kind, self.features_name)
+        return metric_names(self.kind, self.features_name, self.class_metrics)
 
 
 def digit_ink(images: np.ndarray) -> np.ndarray:
@@ -323,23 +434,34 @@ def make_evaluator(
     reference_fn: ReferenceFn,
     seed: int = 0,
     kid_subsets: int = 100,
+    *,
+    reference_labels: LabelsFn | None = None,
+    class_frequencies: tuple[float, ...] = (),
 ) -> Evaluator | None:
     """The evaluator `eval_plan(config)` asks for, or None (with a warning) when no metric
     applies; logs one line saying which evaluator runs on which features.
 
-    `reference_fn(n, seed)` returns n real examples (`DataIterator.reference_samples`).
+    `reference_fn(n, seed)` returns n real examples (`DataIterator.reference_samples`); a
+    conditional run also needs `class_frequencies` and, for its class metrics,
+    `reference_labels(n, seed)` (`DataIterator.class_frequencies`, `.reference_labels`;
+    `evaluator_for_data` passes all three).
     `kid_subsets` (100 in torch-fidelity's protocol) trades KID's variance for time.
     Raises `ConfigError` for an impossible `config.eval` and `UserError` when
     `config.eval.inception_weights` names a file that cannot be loaded.
     """
     plan = eval_plan(config)
+    if plan.class_metrics:
+        check_class_samples(config)
+    if config.model.conditional != "none" and not class_frequencies:
+        raise ValueError("the evaluator of a conditional run needs the data's class_frequencies")
     if plan.kind == "none":
         log.warning("evaluation: nothing to compute: %s; to evaluate, set "
                     "config.eval.inception_weights to the pytorch-fid Inception weights "
                     "(pt_inception-2015-12-05-*.pth or an .npz of them)", plan.description)
         return None
     common = dict(num_reference=int(config.eval.num_samples), seed=seed, metric=plan.metric,
-                  features=plan.features, description=plan.description)
+                  features=plan.features, description=plan.description,
+                  class_frequencies=tuple(class_frequencies))
     if plan.kind in ("toy", "swissroll"):
         _, _, name = config.dataset.partition(":")
         evaluator = Evaluator(plan.kind, reference_fn, **common,
@@ -365,9 +487,30 @@ def make_evaluator(
             feature_fn = (_per_channel_features(classifier) if plan.kind == "stacked"
                           else lambda images: classifier.features(digit_ink(images)))
             evaluator = Evaluator(plan.kind, reference_fn, **common, classifier=classifier,
-                                  feature_fn=feature_fn)
-    log.info("%s", plan.description)
+                                  feature_fn=feature_fn, class_metrics=plan.class_metrics,
+                                  reference_labels=reference_labels)
+    if plan.class_metrics:
+        accuracy, size = heldout_label_accuracy(config, classifier)
+        log.info("%s; real held-out digits (%d, %d px): label accuracy %.1f%%",
+                 plan.description, size, config.image_size, 100 * accuracy)
+    else:
+        log.info("%s", plan.description)
     return evaluator
+
+
+def heldout_label_accuracy(config: ml_collections.ConfigDict, classifier: Any) -> tuple[float, int]:
+    """(label accuracy, count) of the digit classifier's held-out real digits at the run's
+    size and channels, read as the evaluator reads samples: the floor of
+    `eval/label_accuracy`."""
+    from wgan_jax.data.digits import digits_source
+    from wgan_jax.data.images import to_float
+    from wgan_jax.metrics.digits_classifier import train_test_split_indices
+
+    source = digits_source(config.image_size, config.num_channels)
+    _, test = train_test_split_indices(len(source.labels))
+    images = np.clip(to_float(source.images[test]), -1.0, 1.0)
+    predicted = classifier.predict(digit_ink(images))
+    return label_accuracy(predicted, source.labels[test]), len(test)
 
 
 class _ThreeChannels:
@@ -396,10 +539,25 @@ def _load_inception(path: str) -> Any:
 
 def reference_fn_for(config: ml_collections.ConfigDict) -> ReferenceFn:
     """`reference_samples` of the config's input pipeline (built lazily; reads no batch)."""
+    return _pipeline(config).reference_samples
+
+
+def _pipeline(config: ml_collections.ConfigDict) -> Any:
     from wgan_jax import input_pipeline
     from wgan_jax.step import make_mesh
 
-    return input_pipeline.create_input_pipeline(config, make_mesh()).reference_samples
+    return input_pipeline.create_input_pipeline(config, make_mesh())
+
+
+def evaluator_for_data(
+    config: ml_collections.ConfigDict, data: Any = None, seed: int = 0
+) -> Evaluator | None:
+    """`make_evaluator` on `data` (a `DataIterator`; by default the config's, built lazily):
+    its reference examples, their labels and its class frequencies."""
+    data = _pipeline(config) if data is None else data
+    return make_evaluator(config, data.reference_samples, seed=seed,
+                          reference_labels=data.reference_labels,
+                          class_frequencies=data.class_frequencies)
 
 
 def evaluate_state(
@@ -413,34 +571,47 @@ def evaluate_state(
 ) -> dict[str, float]:
     """Samples `config.eval.num_samples` (or `num_samples`) from `state` and evaluates them.
 
-    Uses the EMA generator when the run keeps one (`config.ema_decay > 0`). Pass the trainer's
-    `evaluator` to reuse its cached reference features; otherwise one is built here. Returns {}
-    when no metric applies to the dataset.
+    Uses the EMA generator when the run keeps one (`config.ema_decay > 0`). A conditional
+    generator makes them for labels in the data's class frequencies
+    (`Evaluator.sample_labels`). Pass the trainer's `evaluator` to reuse its cached reference
+    features; otherwise one is built here. Returns {} when no metric applies to the dataset.
     """
     if evaluator is None:
-        evaluator = make_evaluator(config, reference_fn_for(config), seed=seed)
+        evaluator = evaluator_for_data(config, seed=seed)
         if evaluator is None:
             return {}
     use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
     n = int(num_samples or config.eval.num_samples)
-    return evaluator(draw_samples(gan, state, n, seed=seed + 12345, use_ema=use_ema))
+    labels = evaluator.sample_labels(n, seed + 54321) if gan.num_classes else None
+    samples = draw_samples(gan, state, n, seed=seed + 12345, use_ema=use_ema, labels=labels)
+    return evaluator(samples, labels) if labels is not None else evaluator(samples)
 
 
-def draw_samples(gan: Any, state: Any, num: int, seed: int, use_ema: bool) -> np.ndarray:
-    """`num` float32 samples from latents drawn with `seed`, in batches of 1000.
+def draw_samples(
+    gan: Any, state: Any, num: int, seed: int, use_ema: bool, labels: Any = None
+) -> np.ndarray:
+    """`num` float32 samples from latents drawn with `seed`, in batches of 1000 (a
+    conditional generator's of classes `labels`, see `state.apply_generator`).
 
     The one implementation behind `wgan_jax.runs.generate_samples` too.
     """
     import jax
 
     z = jax.random.normal(jax.random.PRNGKey(seed), (num, gan.z_dim))
-    return generate_from_latents(gan, state, z, use_ema)
+    return generate_from_latents(gan, state, z, use_ema, labels)
 
 
-def generate_from_latents(gan: Any, state: Any, z: Any, use_ema: bool) -> np.ndarray:
-    """The generator's float32 outputs for latents `z` [N, z_dim], in batches of 1000."""
+def generate_from_latents(
+    gan: Any, state: Any, z: Any, use_ema: bool, labels: Any = None
+) -> np.ndarray:
+    """The generator's float32 outputs for latents `z` [N, z_dim], in batches of 1000; a
+    conditional generator's of classes `labels` [N] (None: sample i of class i % classes)."""
     fn = _jitted_generator(gan, use_ema)
-    parts = [np.asarray(fn(state, z[i : i + 1000])) for i in range(0, len(z), 1000)]
+    if labels is None and gan.num_classes:
+        labels = np.arange(len(z), dtype=np.int32) % gan.num_classes
+    parts = [np.asarray(fn(state, z[i : i + 1000],
+                           None if labels is None else labels[i : i + 1000]))
+             for i in range(0, len(z), 1000)]
     return np.concatenate(parts).astype(np.float32)
 
 
@@ -456,7 +627,7 @@ def _jitted_generator(gan: Any, use_ema: bool) -> Any:
 
     if not (_LAST_GENERATOR and _LAST_GENERATOR[0][0] is gan
             and _LAST_GENERATOR[0][1] == use_ema):
-        fn = jax.jit(lambda s, z: apply_generator(gan, s, z, use_ema=use_ema))
+        fn = jax.jit(lambda s, z, y: apply_generator(gan, s, z, use_ema=use_ema, labels=y))
         _LAST_GENERATOR[:] = [(gan, use_ema, fn)]
     return _LAST_GENERATOR[0][2]
 

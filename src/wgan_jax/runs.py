@@ -309,15 +309,28 @@ def generate_class_samples(
     return np.concatenate(parts).astype(np.float32)
 
 
+def write_class_grid(
+    run: Run, path: str, labels: list[int], num: int, seed: int, use_ema: bool = False
+) -> tuple[int, ...]:
+    """Writes a PNG grid of `num` samples of each class in `labels`, one class per row
+    (`generate_class_samples`: the same latents in every row); the samples' shape.
+    `UserError` for an unconditional run or an unknown class, before anything is written."""
+    from wgan_jax import plots
+
+    samples = generate_class_samples(run.gan, run.state, num, seed, labels, use_ema)
+    plots.save_image_grid(path, samples, ncols=num)
+    return samples.shape
+
+
 def evaluate_run(workdir: str, checkpoint: str = "latest", num: int | None = None,
                  seed: int = 0) -> dict[str, Any]:
     """The sample-quality metrics of one checkpoint of `workdir`, with the settings used."""
-    from wgan_jax.evaluation import evaluate_state, make_evaluator, reference_fn_for
+    from wgan_jax.evaluation import evaluate_state, evaluator_for_data
 
     config, gan, state, step = load_run(workdir, checkpoint)
     if num is not None:
         config.eval.num_samples = num
-    evaluator = make_evaluator(config, reference_fn_for(config), seed=seed)
+    evaluator = evaluator_for_data(config, seed=seed)
     if evaluator is None:
         raise UserError(
             f"no metrics apply to {config.dataset} without config.eval.inception_weights"

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 from absl import app, flags
 
-from wgan_jax import cli, fs, plots, runs
+from wgan_jax import cli, fs, runs
 from wgan_jax.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -89,15 +89,15 @@ def main(argv: list[str]) -> int:
         else:
             flag = "--label" if _LABEL.value is not None else "--labels"
             try:
+                if out.endswith(".png"):
+                    runs.write_class_grid(run, out, labels, _NUM.value, _SEED.value, _EMA.value)
+                    print(f"wrote a grid of classes {labels} (one per row) from checkpoint "
+                          f"{step} to {out}")
+                    return 0
                 samples = runs.generate_class_samples(
                     gan, state, _NUM.value, _SEED.value, labels, _EMA.value)
             except UserError as error:
                 cli.fail(f"{flag}: {error}")
-            if out.endswith(".png"):
-                plots.save_image_grid(out, samples, ncols=_NUM.value)
-                print(f"wrote a grid of classes {labels} (one per row) from checkpoint {step} "
-                      f"to {out}")
-                return 0
         buffer = io.BytesIO()
         np.save(buffer, samples)
         fs.write_atomic(out, buffer.getvalue())

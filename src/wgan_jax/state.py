@@ -141,7 +141,7 @@ def apply_generator(
     """Latents `z` -> samples, the generator in inference mode (running BN statistics).
 
     A conditional generator makes sample i of class `labels[i]`; without `labels`, of class
-    `i % num_classes` (every class equally often: progress pictures and evaluation).
+    `i % num_classes` (every class equally often: progress pictures).
     """
     params = state.ema_params if use_ema and state.ema_params is not None else state.g_params
     if gan.num_classes:

@@ -302,7 +302,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         step_fn = make_train_step(StepConfig.from_config(config, it.class_frequencies), mesh, gan)
         sampler = _Sampler(gan, config, it.reference_samples(1000, config.seed))
         evaluator = (
-            evaluation.make_evaluator(config, it.reference_samples, seed=config.seed)
+            evaluation.evaluator_for_data(config, it, seed=config.seed)
             if config.eval_every else None
         )
         early = evaluation.make_early_stopping(config, evaluator)

@@ -135,7 +135,11 @@ class DigitClassifier:
 
     def logits(self, images: np.ndarray) -> np.ndarray:
         """Class logits ``[N, 10]``."""
-        return self.features(images) @ self.w2 + self.b2
+        return self.logits_from_features(self.features(images))
+
+    def logits_from_features(self, features: np.ndarray) -> np.ndarray:
+        """Class logits ``[N, 10]`` of hidden features ``[N, 64]`` (from ``features``)."""
+        return features @ self.w2 + self.b2
 
     def predict_proba(self, images: np.ndarray) -> np.ndarray:
         """Class probabilities ``[N, 10]`` (softmax of the logits)."""

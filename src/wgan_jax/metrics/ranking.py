@@ -18,7 +18,7 @@ FEATURE_SPACES = ("inception", "digits")  # also the order among equal NAMEs, be
 # distance or divergence, so lower is better.
 HIGHER_IS_BETTER = (
     "modes", "is", "inception_score", "precision", "recall", "density", "coverage",
-    "high_quality", "hq", "accuracy",
+    "high_quality", "hq", "accuracy", "label_accuracy",
 )
 
 # The metric that picks the best checkpoint when `config.eval.metric` is "": the first of these
@@ -52,8 +52,9 @@ def is_better(metric: str, a: float, b: float) -> bool:
 
 
 def is_eval_score(key: str) -> bool:
-    """An `eval/*` score (not a spread such as `eval/kid_std` or a count of samples)."""
-    return key.startswith("eval/") and not key.endswith(("_std", "/std", "num_samples"))
+    """An `eval/*` score (not a spread such as `eval/kid_std`, a count of samples, or a class
+    number such as `eval/fid_digits_class_worst_label`)."""
+    return key.startswith("eval/") and not key.endswith(("_std", "/std", "num_samples", "_label"))
 
 
 def _rank(key: str) -> tuple[int, int, str]:
