@@ -3,15 +3,12 @@ n_critic 5, lambda 10, BatchNorm in G only), with diagnostics off: the step is t
 health statistics. The network and hyperparameters are read from that file, so they stay one.
 """
 
-import importlib.util
 import os
+import runpy
 
 
 def get_config():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rgba64_wgangp.py")
-    spec = importlib.util.spec_from_file_location("rgba64_wgangp", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config()
+    here = os.path.dirname(os.path.abspath(__file__))
+    c = runpy.run_path(os.path.join(here, "rgba64_wgangp.py"))["get_config"]()
     c.diagnostics.level = "off"
     return c

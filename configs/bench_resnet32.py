@@ -4,15 +4,12 @@ timed, not the health statistics. The network and hyperparameters are read from 
 they stay one.
 """
 
-import importlib.util
 import os
+import runpy
 
 
 def get_config():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cifar10_resnet.py")
-    spec = importlib.util.spec_from_file_location("cifar10_resnet", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config()
+    here = os.path.dirname(os.path.abspath(__file__))
+    c = runpy.run_path(os.path.join(here, "cifar10_resnet.py"))["get_config"]()
     c.diagnostics.level = "off"
     return c

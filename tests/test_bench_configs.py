@@ -9,30 +9,20 @@ rewrite that changes the FLOPs) fails it until the README says the new figure.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 
 import jax
 import numpy as np
 import pytest
+from conftest import REPO, load_repo_file
 
 from wgan_jax.config import data_shape
 from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("toy", "dcgan32", "dcgan64", "resnet32")
-
-
-def _load(relpath: str):
-    spec = importlib.util.spec_from_file_location(
-        os.path.basename(relpath)[:-3], os.path.join(REPO, relpath)
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _readme_gflop() -> dict[str, float]:
@@ -43,14 +33,10 @@ def _readme_gflop() -> dict[str, float]:
     return {model: float(gflop) for model, gflop in rows if model in MODELS}
 
 
-@pytest.fixture(scope="module")
-def bench():
-    return _load("benchmarks/train_step.py")
-
-
 @pytest.mark.parametrize("model", MODELS)
-def test_bench_config_flops_are_the_readme_figure(bench, model):
-    config = _load(f"configs/bench_{model}.py").get_config()
+def test_bench_config_flops_are_the_readme_figure(model):
+    bench = load_repo_file("benchmarks/train_step.py")
+    config = load_repo_file(f"configs/bench_{model}.py").get_config()
     mesh = make_mesh(jax.devices()[:1])
     shape = data_shape(config)
     gan = build_gan(config)

@@ -9,31 +9,20 @@ upsampling, pooling, activation or block order fails it). BatchNorm runs in infe
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import load_repo_file
 
 from wgan_jax.config import data_shape
 from wgan_jax.train import build_gan
 
 torch = pytest.importorskip("torch")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("toy", "dcgan32", "dcgan64", "resnet32")
-
-
-def _load(relpath: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, relpath))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def _paths_in_order(params, prefix=()) -> list[tuple[str, ...]]:
@@ -92,8 +81,8 @@ def _copy_into(module, params: list, reshaped_output: bool, flattened_input: boo
 
 @pytest.mark.parametrize("model", MODELS)
 def test_torch_nets_have_our_parameters(model):
-    reference = _load("benchmarks/torch_reference.py", "torch_reference")
-    config = _load(f"configs/bench_{model}.py", f"bench_{model}").get_config()
+    reference = load_repo_file("benchmarks/torch_reference.py")
+    config = load_repo_file(f"configs/bench_{model}.py").get_config()
     gan = build_gan(config)
     g_params, g_state, g_leaves = _init(gan.generator, jnp.zeros((2, gan.z_dim)))
     d_params, d_state, d_leaves = _init(gan.critic, jnp.zeros((2, *data_shape(config))))
