@@ -1,12 +1,16 @@
 """Ours vs PyTorch eager, interleaved: the table in benchmarks/README.md.
 
     python benchmarks/speed_table.py [--rounds 3] [--iters 20] [--threads 2]
+        [--models toy,dcgan32,dcgan64,resnet32]
 
-Runs `train_step.py` and `torch_reference.py` one after the other, in fresh processes, for each
-model, `--rounds` times, so that a slow spell of a shared machine hits both sides alike. Each
-run reports the median seconds per iteration of its `--iters` timed iterations; the table shows
-the median over rounds of each side and their ratio (PyTorch time / our time, the issue's
-target is >= 1.5), the per-round ratios, and our FLOP/s against the matmul peak.
+Each round runs, for every model in turn, `train_step.py --config configs/bench_MODEL.py` and
+`torch_reference.py --model MODEL`, each in a fresh process (the side that goes first
+alternates between rounds), so that a slow spell of a shared machine hits every model and both
+sides alike. Each run reports the median seconds per iteration of its `--iters` timed
+iterations; the table shows the median over rounds of each side, their ratio (PyTorch time /
+our time) with the per-round ratios, and both sides' achieved GFLOP/s and share of the matmul
+peak. The FLOP count is XLA's cost analysis of our step; the PyTorch nets are the same
+networks (tests/test_torch_reference.py), so the same count applies to both.
 """
 
 from __future__ import annotations
@@ -19,15 +23,73 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODELS = {"toy": "configs/bench_toy.py", "dcgan32": "configs/bench_dcgan32.py"}
+MODELS = ("toy", "dcgan32", "dcgan64", "resnet32")
 
 
 def _run(args: list[str]) -> dict:
     out = subprocess.run(
         [sys.executable, *args], cwd=os.path.dirname(HERE), capture_output=True, text=True,
-        check=True,
     )
+    if out.returncode != 0:
+        sys.exit(f"error: {' '.join(args)} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _ours(model: str, iters: int, warmup: list[str]) -> list[str]:
+    return [os.path.join(HERE, "train_step.py"), "--config", f"configs/bench_{model}.py",
+            "--iters", str(iters), "--json", "--penalty_overhead", *warmup]
+
+
+def _torch(model: str, iters: int, threads: int, warmup: list[str]) -> list[str]:
+    return [os.path.join(HERE, "torch_reference.py"), "--model", model, "--iters", str(iters),
+            "--json", "--threads", str(threads), *warmup]
+
+
+def run_rounds(
+    models: list[str], rounds: int, iters: int, threads: int, warmup: int | None = None
+) -> dict:
+    """{model: {"ours": [record per round], "torch": [...]}}, round-robin over models."""
+    runs = {m: {"ours": [], "torch": []} for m in models}
+    w = [] if warmup is None else ["--warmup", str(warmup)]
+    for r in range(rounds):
+        for model in models:
+            sides = [("ours", _ours(model, iters, w)), ("torch", _torch(model, iters, threads, w))]
+            for side, args in sides if r % 2 == 0 else sides[::-1]:
+                runs[model][side].append(_run(args))
+            ours, theirs = (runs[model][s][-1]["seconds_per_iteration"] for s in ("ours", "torch"))
+            print(f"round {r + 1} {model}: ours {ours:.4f} s, torch {theirs:.4f} s",
+                  file=sys.stderr, flush=True)
+    return runs
+
+
+def table(runs: dict, threads: int) -> str:
+    """The Markdown table of `run_rounds`'s records."""
+    med = statistics.median
+    lines = [
+        f"| model | ours s/iteration | PyTorch eager ({threads} threads) s/iteration | "
+        "ratio torch / ours | ratio per round | GFLOP/iteration | ours GFLOP/s (share of "
+        "matmul peak) | PyTorch GFLOP/s (share) | matmul peak GFLOP/s | penalty overhead | "
+        "host overhead | compile |",
+        "|" + " --- |" * 12,
+    ]
+    for model, r in runs.items():
+        ours_s = med(o["seconds_per_iteration"] for o in r["ours"])
+        torch_s = med(t["seconds_per_iteration"] for t in r["torch"])
+        per_round = ", ".join(
+            f"{t['seconds_per_iteration'] / o['seconds_per_iteration']:.2f}"
+            for o, t in zip(r["ours"], r["torch"], strict=True)
+        )
+        gflop = r["ours"][-1]["flops_per_iteration"] / 1e9
+        peak = med(o["matmul_peak_flops_per_second"] for o in r["ours"]) / 1e9
+        lines.append(
+            f"| {model} | {ours_s:.3f} | {torch_s:.3f} | **{torch_s / ours_s:.2f}** | "
+            f"{per_round} | {gflop:.2f} | {gflop / ours_s:.0f} ({gflop / ours_s / peak:.0%}) | "
+            f"{gflop / torch_s:.0f} ({gflop / torch_s / peak:.0%}) | {peak:.0f} | "
+            f"{med(o['penalty_overhead'] for o in r['ours']):.2f}x | "
+            f"{med(o['host_overhead_seconds'] for o in r['ours']) * 1e3:.2f} ms | "
+            f"{med(o['compile_seconds'] for o in r['ours']):.1f} s |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -35,40 +97,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    parser.add_argument("--models", default="toy,dcgan32")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="untimed iterations per run (default: each script's own, 3 / 2)")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, from {', '.join(MODELS)}")
+    parser.add_argument("--json", help="also write every run's records to this file")
     args = parser.parse_args()
-    rows = []
-    for model in args.models.split(","):
-        ours, theirs, last = [], [], {}
-        for r in range(args.rounds):
-            last = _run([os.path.join(HERE, "train_step.py"), "--config", MODELS[model],
-                         "--iters", str(args.iters), "--json", "--penalty_overhead"])
-            ours.append(last)
-            theirs.append(_run([os.path.join(HERE, "torch_reference.py"), "--model", model,
-                                "--iters", str(args.iters), "--json",
-                                "--threads", str(args.threads)]))
-            print(f"{model} round {r + 1}: ours {ours[-1]['seconds_per_iteration']:.4f} s, "
-                  f"torch {theirs[-1]['seconds_per_iteration']:.4f} s", file=sys.stderr)
-        ours_s = statistics.median(o["seconds_per_iteration"] for o in ours)
-        torch_s = statistics.median(t["seconds_per_iteration"] for t in theirs)
-        per_round = ", ".join(
-            f"{t['seconds_per_iteration'] / o['seconds_per_iteration']:.2f}"
-            for o, t in zip(ours, theirs, strict=True)
-        )
-        flops = last["flops_per_iteration"]
-        rows.append(
-            f"| {model} | {ours_s:.3f} | {torch_s:.3f} | **{torch_s / ours_s:.2f}** | "
-            f"{per_round} | {statistics.median(o['penalty_overhead'] for o in ours):.2f}x | "
-            f"{statistics.median(o['host_overhead_seconds'] for o in ours) * 1e3:.2f} ms | "
-            f"{flops / 1e9:.2f} | {flops / ours_s / 1e9:.0f} of "
-            f"{statistics.median(o['matmul_peak_flops_per_second'] for o in ours) / 1e9:.0f} | "
-            f"{statistics.median(o['compile_seconds'] for o in ours):.1f} s |"
-        )
-    print(f"| model | ours s/iteration | PyTorch eager ({args.threads} threads) s/iteration | "
-          "ratio torch / ours | ratio per round | penalty overhead | host overhead | "
-          "GFLOP/iteration | GFLOP/s achieved of matmul peak | compile |")
-    print("|" + " --- |" * 10)
-    print("\n".join(rows))
+    models = args.models.split(",")
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        parser.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    if args.rounds < 1 or args.iters < 1 or (args.warmup or 0) < 0:
+        parser.error("--rounds and --iters must be >= 1, --warmup >= 0")
+    runs = run_rounds(models, args.rounds, args.iters, args.threads, args.warmup)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(runs, f)
+    print(table(runs, args.threads))
 
 
 if __name__ == "__main__":

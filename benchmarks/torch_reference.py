@@ -44,8 +44,13 @@ class Setting:
 SETTINGS = {
     "toy": Setting(batch=256, n_critic=5, z_dim=2, penalty_weight=0.1),
     "dcgan32": Setting(batch=32, n_critic=5, z_dim=128, penalty_weight=10.0),
+    "dcgan64": Setting(batch=64, n_critic=5, z_dim=64, penalty_weight=10.0, lr=2e-4),
+    "resnet32": Setting(
+        batch=64, n_critic=5, z_dim=128, penalty_weight=10.0, lr=2e-4, betas=(0.0, 0.9)
+    ),
 }
-DIM = 32  # DCGAN-32 width (the reference CIFAR model uses 128)
+# Image models: (image size, channels, width); the same as configs/bench_MODEL.py.
+IMAGES = {"dcgan32": (32, 3, 32), "dcgan64": (64, 4, 16), "resnet32": (32, 3, 128)}
 TOY_WIDTH = 512
 
 
@@ -66,41 +71,157 @@ def toy_models() -> tuple[nn.Module, nn.Module]:
     return mlp(2, 2), mlp(2, 1)
 
 
-class DCGANGenerator(nn.Module):
-    """z -> Linear 4x4x4DIM + BN + ReLU -> ConvT to 2DIM, DIM (BN + ReLU) -> ConvT to 3, tanh."""
+def _resamplings(size: int, smallest: int) -> int:
+    return int(round(math.log2(size / smallest)))
 
-    def __init__(self, z_dim: int = 128, dim: int = DIM) -> None:
+
+class DCGANGenerator(nn.Module):
+    """`wgan_jax.models.dcgan.DCGANGenerator` with BatchNorm: z -> Linear (no bias) to
+    4x4x(DIM 2^(n-1)), BN + ReLU; ConvT 4x4/2 pad 1 (no bias) halving the channels down to DIM,
+    each BN + ReLU; ConvT 4x4/2 pad 1 (bias) to the image channels, tanh."""
+
+    def __init__(self, z_dim: int, dim: int, size: int = 32, channels: int = 3) -> None:
         super().__init__()
-        self.dim = dim
-        self.fc = nn.Sequential(nn.Linear(z_dim, 4 * 4 * 4 * dim), nn.BatchNorm1d(4 * 4 * 4 * dim))
-        self.convs = nn.Sequential(
-            nn.ConvTranspose2d(4 * dim, 2 * dim, 4, 2, 1),
-            nn.BatchNorm2d(2 * dim),
-            nn.ReLU(),
-            nn.ConvTranspose2d(2 * dim, dim, 4, 2, 1),
-            nn.BatchNorm2d(dim),
-            nn.ReLU(),
-            nn.ConvTranspose2d(dim, 3, 4, 2, 1),
-            nn.Tanh(),
+        n = _resamplings(size, 4)
+        self.ch = dim * 2 ** (n - 1)
+        self.fc = nn.Linear(z_dim, 4 * 4 * self.ch, bias=False)
+        layers: list[nn.Module] = [nn.BatchNorm2d(self.ch), nn.ReLU()]
+        ch = self.ch
+        for _ in range(n - 1):
+            layers += [
+                nn.ConvTranspose2d(ch, ch // 2, 4, 2, 1, bias=False),
+                nn.BatchNorm2d(ch // 2),
+                nn.ReLU(),
+            ]
+            ch //= 2
+        layers += [nn.ConvTranspose2d(ch, channels, 4, 2, 1), nn.Tanh()]
+        self.convs = nn.Sequential(*layers)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.convs(self.fc(z).view(-1, self.ch, 4, 4))
+
+
+def dcgan_critic(dim: int, size: int = 32, channels: int = 3) -> nn.Module:
+    """`wgan_jax.models.dcgan.DCGANCritic` without norm: Conv 4x4/2 pad 1 (bias) from the image
+    to DIM, 2DIM, ... (one per halving down to 4x4), LeakyReLU 0.2 each, Linear to 1."""
+    layers: list[nn.Module] = []
+    ch_in = channels
+    for i in range(_resamplings(size, 4)):
+        layers += [nn.Conv2d(ch_in, dim * 2**i, 4, 2, 1), nn.LeakyReLU(0.2)]
+        ch_in = dim * 2**i
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(4 * 4 * ch_in, 1))
+
+
+def _upsample(x: torch.Tensor) -> torch.Tensor:
+    return nn.functional.interpolate(x, scale_factor=2, mode="nearest")
+
+
+class ResNetGenBlock(nn.Module):
+    """`wgan_jax.models.resnet._GenBlock` with BatchNorm (no conv biases): shortcut = nearest 2x
+    upsampling of a 1x1 conv; main = BN, ReLU, upsample, 3x3 conv, BN, ReLU, 3x3 conv."""
+
+    def __init__(self, ch: int) -> None:
+        super().__init__()
+        self.shortcut = nn.Conv2d(ch, ch, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(ch)
+        self.conv1 = nn.Conv2d(ch, ch, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(ch)
+        self.conv2 = nn.Conv2d(ch, ch, 3, 1, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv1(_upsample(torch.relu(self.bn1(x))))
+        h = self.conv2(torch.relu(self.bn2(h)))
+        return h + _upsample(self.shortcut(x))
+
+
+class ResNetGenerator(nn.Module):
+    """`wgan_jax.models.resnet.ResNetGenerator`: Linear (no bias) to 4x4xW, one up block per
+    doubling, BN, ReLU, 3x3 conv (bias) to the image channels, tanh."""
+
+    def __init__(self, z_dim: int, width: int, size: int = 32, channels: int = 3) -> None:
+        super().__init__()
+        self.width = width
+        self.fc = nn.Linear(z_dim, 4 * 4 * width, bias=False)
+        self.blocks = nn.Sequential(
+            *[ResNetGenBlock(width) for _ in range(_resamplings(size, 4))]
+        )
+        self.out = nn.Sequential(
+            nn.BatchNorm2d(width), nn.ReLU(), nn.Conv2d(width, channels, 3, 1, 1), nn.Tanh()
         )
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(self.fc(z)).view(-1, 4 * self.dim, 4, 4)
-        return self.convs(h)
+        return self.out(self.blocks(self.fc(z).view(-1, self.width, 4, 4)))
 
 
-def dcgan_critic(dim: int = DIM) -> nn.Module:
-    """Conv 4x4/2 pad 1: 3 -> DIM -> 2DIM -> 4DIM with LeakyReLU 0.2, then Linear to 1."""
-    return nn.Sequential(
-        nn.Conv2d(3, dim, 4, 2, 1),
-        nn.LeakyReLU(0.2),
-        nn.Conv2d(dim, 2 * dim, 4, 2, 1),
-        nn.LeakyReLU(0.2),
-        nn.Conv2d(2 * dim, 4 * dim, 4, 2, 1),
-        nn.LeakyReLU(0.2),
-        nn.Flatten(),
-        nn.Linear(4 * 4 * 4 * dim, 1),
-    )
+class ResNetCriticBlock(nn.Module):
+    """`wgan_jax.models.resnet._CriticBlock` without norm (conv biases on). "first": 3x3 conv,
+    ReLU, 3x3 conv, 2x2 mean pool, + 1x1 conv of the mean-pooled input; "down": ReLU, 3x3 conv,
+    ReLU, 3x3 conv, mean pool, + the same shortcut; "none": as "down" without pooling, identity
+    shortcut."""
+
+    def __init__(self, ch_in: int, ch: int, resample: str) -> None:
+        super().__init__()
+        self.resample = resample
+        self.conv1 = nn.Conv2d(ch_in, ch, 3, 1, 1)
+        self.conv2 = nn.Conv2d(ch, ch, 3, 1, 1)
+        self.shortcut = nn.Conv2d(ch_in, ch, 1) if resample != "none" else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pool = nn.functional.avg_pool2d
+        if self.resample == "first":
+            h = pool(self.conv2(torch.relu(self.conv1(x))), 2)
+        else:
+            h = self.conv2(torch.relu(self.conv1(torch.relu(x))))
+            if self.resample == "none":
+                return h + x
+            h = pool(h, 2)
+        return h + self.shortcut(pool(x, 2))
+
+
+class ResNetCritic(nn.Module):
+    """`wgan_jax.models.resnet.ResNetCritic` without norm: a "first" block, "down" blocks to 8x8,
+    two plain blocks, ReLU, global mean pool, Linear to 1."""
+
+    def __init__(self, width: int, size: int = 32, channels: int = 3) -> None:
+        super().__init__()
+        kinds = ["first"] + ["down"] * (_resamplings(size, 8) - 1) + ["none", "none"]
+        self.blocks = nn.Sequential(
+            *[ResNetCriticBlock(channels if i == 0 else width, width, k)
+              for i, k in enumerate(kinds)]
+        )
+        self.fc = nn.Linear(width, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.relu(self.blocks(x)).mean(dim=(2, 3)))
+
+
+def build_models(model: str) -> tuple[nn.Module, nn.Module]:
+    """The (generator, critic) pair of `model` (one of SETTINGS), freshly initialised."""
+    if model == "toy":
+        return toy_models()
+    size, channels, width = IMAGES[model]
+    z_dim = SETTINGS[model].z_dim
+    if model.startswith("resnet"):
+        return (ResNetGenerator(z_dim, width, size, channels),
+                ResNetCritic(width, size, channels))
+    return DCGANGenerator(z_dim, width, size, channels), dcgan_critic(width, size, channels)
+
+
+def flax_layout_shapes(module: nn.Module) -> list[tuple[int, ...]]:
+    """Parameter shapes in registration order, written in Flax's layout: Linear [in, out], Conv
+    and ConvTranspose [kh, kw, in, out]; what `wgan_jax`'s net of the same architecture holds."""
+    shapes = []
+    for sub in module.modules():
+        for name, p in sub.named_parameters(recurse=False):
+            shape = tuple(p.shape)
+            if name == "weight" and isinstance(sub, nn.Linear):
+                shape = shape[::-1]
+            elif name == "weight" and isinstance(sub, nn.ConvTranspose2d):
+                shape = (*shape[2:], shape[0], shape[1])
+            elif name == "weight" and isinstance(sub, nn.Conv2d):
+                shape = (*shape[2:], shape[1], shape[0])
+            shapes.append(shape)
+    return shapes
 
 
 def eight_gaussians(batch: int, generator: torch.Generator) -> torch.Tensor:
@@ -129,12 +250,11 @@ class Trainer:
         torch.manual_seed(seed)
         self.model, self.setting = model, setting
         self.gen = torch.Generator().manual_seed(seed + 1)
-        if model == "toy":
-            self.generator, self.critic = toy_models()
-        else:
-            self.generator, self.critic = DCGANGenerator(setting.z_dim), dcgan_critic()
+        self.generator, self.critic = build_models(model)
+        if model != "toy":
             # Synthetic images in [-1, 1]: the benchmark times the step, not data loading.
-            shape = (setting.n_critic, setting.batch, 3, 32, 32)
+            size, channels, _ = IMAGES[model]
+            shape = (setting.n_critic, setting.batch, channels, size, size)
             self.images = torch.rand(shape, generator=self.gen) * 2 - 1
         self.g_opt = torch.optim.Adam(
             self.generator.parameters(), lr=setting.lr, betas=setting.betas

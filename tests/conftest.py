@@ -1,7 +1,9 @@
-"""Shared test helpers: run Python in a subprocess with N virtual CPU devices."""
+"""Shared test helpers: run Python in a subprocess with N virtual CPU devices; load a repo
+script (benchmarks/, configs/) as a module."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -11,6 +13,18 @@ import pytest
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_repo_file(relpath: str):
+    """The module of the repo file `relpath`, loaded once per process (benchmarks/train_step.py
+    defines absl flags at import: a second load would fail on duplicate flags)."""
+    name = "repo_" + relpath.replace("/", "_").removesuffix(".py")
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, relpath))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while executing
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def run_python(code: str, devices: int = 1, timeout: float = 1800, cwd: str | None = None):

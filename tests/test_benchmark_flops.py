@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import jax
 import numpy as np
+from conftest import load_repo_file
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -15,16 +13,9 @@ from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 def _bench_module():
-    spec = importlib.util.spec_from_file_location(
-        "bench_train_step", os.path.join(REPO, "benchmarks", "train_step.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_repo_file("benchmarks/train_step.py")
 
 
 def _setup(n_critic: int):

@@ -1,0 +1,15 @@
+"""Speed benchmark: the WGAN-GP paper's CIFAR-10 ResNet of `cifar10_resnet.py` (width 128, z of
+128, batch 64, n_critic 5, lambda 10, BatchNorm in G only), with diagnostics off: the step is
+timed, not the health statistics. The network and hyperparameters are read from that file, so
+they stay one.
+"""
+
+import os
+import runpy
+
+
+def get_config():
+    here = os.path.dirname(os.path.abspath(__file__))
+    c = runpy.run_path(os.path.join(here, "cifar10_resnet.py"))["get_config"]()
+    c.diagnostics.level = "off"
+    return c
