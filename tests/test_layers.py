@@ -64,6 +64,17 @@ def test_fast_impls_match_xla(cls, size, cin, cout):
         _close(_derivatives(cls(cout, impl=impl), params, x), expected)
 
 
+@pytest.mark.parametrize("min_rows", [1, 10**9])
+@pytest.mark.parametrize("size,cin,cout", [(4, 2, 3), (17, 3, 5)])
+def test_down_matmul_both_patch_forms_match_xla(monkeypatch, min_rows, size, cin, cout):
+    """`DownConv`'s matmul impl with row-pair patches (min_rows=1) and full patches (10**9),
+    at even and odd sizes, against the strided convolution: values, gradients, double backward."""
+    monkeypatch.setattr(layers, "_ROW_PAIR_MIN_ROWS", min_rows)
+    x, params = _setup(DownConv, size, cin, cout)
+    expected = _derivatives(DownConv(cout, impl="xla"), params, x)
+    _close(_derivatives(DownConv(cout, impl="matmul"), params, x), expected)
+
+
 @pytest.mark.parametrize("size,cin,cout", [(4, 1, 3), (7, 3, 8)])
 def test_xla_down_equals_nn_conv(size, cin, cout):
     x, params = _setup(DownConv, size, cin, cout)
