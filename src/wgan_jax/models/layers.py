@@ -156,10 +156,14 @@ def _down_patches(x: jax.Array, ho: int, wo: int) -> jax.Array:
     return jnp.concatenate(cols, -1)
 
 
-# From this many output rows on, `down_conv`'s "matmul" impl uses `_down_row_pairs`: its one
-# extra block row of products costs 1/ho more FLOPs (12.5% at 8 rows), which the halved patch
-# matrix and the twice wider product repay (benchmarks/README.md); below, the full patches.
+# `down_conv`'s "matmul" impl uses `_down_row_pairs` when the output has at least this many
+# rows AND the full patch matrix would hold at least this many elements (8 MB of float32).
+# Its one extra block row of products costs 1/ho more FLOPs (12.5% at 8 rows); the halved patch
+# matrix and the twice wider product repay that only for large patch matrices: measured faster
+# for the 64 px RGBA DCGAN's 8.4-16.8 MB patches, slower for DCGAN-32's 1.5-4.2 MB ones
+# (benchmarks/README.md). Otherwise, the full patches.
 _ROW_PAIR_MIN_ROWS = 8
+_ROW_PAIR_MIN_PATCH_ELEMENTS = 2**21
 
 
 def _down_row_pairs(
@@ -247,7 +251,9 @@ def down_conv(
     x = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))[:, : 2 * ho + 2, : 2 * wo + 2]
     if impl == "s2d":
         return _conv(space_to_depth(x), down_kernel_s2d(kernel), 1, "VALID", 1, precision)
-    if ho >= _ROW_PAIR_MIN_ROWS:
+    if ho >= _ROW_PAIR_MIN_ROWS and x.shape[0] * ho * wo * 16 * x.shape[-1] >= (
+        _ROW_PAIR_MIN_PATCH_ELEMENTS
+    ):
         return _down_row_pairs(x, kernel, ho, wo, precision)
     k = kernel.reshape(-1, kernel.shape[-1])
     return _matmul(_down_patches(x, ho, wo), k, precision)
