@@ -14,12 +14,13 @@ Each has an ``impl`` attribute choosing how the SAME function is computed:
   but NOT the critic's penalty double backward (slower than "xla" there).
 * ``"matmul"``: matrix products and data movement only, no convolution kernels. ``DownConv``
   concatenates eight slices of the padded input, viewed as ``[N, H/2+1, 2, W/2+1, 2C]`` (a
-  free reshape), into the ``[N, H/2, W/2, 16C]`` patch matrix in the kernel's own
-  ``(kh, kw, c)`` order, times the kernel reshaped to ``[16C, F]``. ``UpConv`` multiplies
-  every input pixel by all 16 taps at once (``[C, 16F]``), then each of the four output
-  phases sums four shifted taps (overlap-add): exactly the FLOPs of the layer, no cropped
-  border. Every derivative, including the penalty's double backward, is then slices, pads,
-  concatenations and matrix products, which XLA:CPU runs several times faster than its
+  free reshape), into the ``[N, H/2, W/2, 16C]`` patch matrix in the kernel's own ``(kh, kw,
+  c)`` order, times the kernel reshaped to ``[16C, F]``; for large patch matrices
+  half-height row-pair patches and one product twice as wide (`_down_row_pairs`). ``UpConv``
+  multiplies every input pixel by all 16 taps at once (``[C, 16F]``), then each of the four
+  output phases sums four shifted taps (overlap-add): exactly the FLOPs of the layer, no
+  cropped border. Every derivative, including the penalty's double backward, is then slices,
+  pads, concatenations and matrix products, which XLA:CPU runs several times faster than its
   convolution kernels; a custom JVP (`_matmul`) keeps the weight gradients row-major
   products (see benchmarks/README.md).
 * ``"auto"`` (default): "matmul" on CPU, "s2d" on other backends (not measured there).
