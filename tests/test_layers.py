@@ -64,6 +64,18 @@ def test_fast_impls_match_xla(cls, size, cin, cout):
         _close(_derivatives(cls(cout, impl=impl), params, x), expected)
 
 
+@pytest.mark.parametrize("row_pairs", [True, False])
+@pytest.mark.parametrize("size,cin,cout", [(4, 2, 3), (17, 3, 5)])
+def test_down_matmul_both_patch_forms_match_xla(monkeypatch, row_pairs, size, cin, cout):
+    """`DownConv`'s matmul impl with row-pair patches and with full patches, at even and odd
+    sizes, against the strided convolution: values, gradients, the double backward."""
+    monkeypatch.setattr(layers, "_ROW_PAIR_MIN_ROWS", 1 if row_pairs else 10**9)
+    monkeypatch.setattr(layers, "_ROW_PAIR_MIN_PATCH_ELEMENTS", 0)
+    x, params = _setup(DownConv, size, cin, cout)
+    expected = _derivatives(DownConv(cout, impl="xla"), params, x)
+    _close(_derivatives(DownConv(cout, impl="matmul"), params, x), expected)
+
+
 @pytest.mark.parametrize("size,cin,cout", [(4, 1, 3), (7, 3, 8)])
 def test_xla_down_equals_nn_conv(size, cin, cout):
     x, params = _setup(DownConv, size, cin, cout)
@@ -181,6 +193,18 @@ def test_matmul_impl_weight_gradient_is_a_row_major_product(cls):
     """
     x, params = _setup(cls, 16, 32, 64)
     grad = jax.jit(jax.grad(lambda p, x: jnp.sum(cls(64, impl="matmul").apply(p, x) ** 2)))
+    hlo = grad.lower(params, x).compile().as_text()
+    assert " dot(" in hlo or "__ynn_fusion" in hlo
+    assert "lhs_contracting_dims={0}" not in hlo
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA:CPU code generation")
+def test_down_row_pairs_weight_gradient_is_a_row_major_product(monkeypatch):
+    """The row-pair form of `DownConv` keeps the matmul impl's row-major weight gradient."""
+    monkeypatch.setattr(layers, "_ROW_PAIR_MIN_ROWS", 1)
+    monkeypatch.setattr(layers, "_ROW_PAIR_MIN_PATCH_ELEMENTS", 0)
+    x, params = _setup(DownConv, 16, 16, 32)
+    grad = jax.jit(jax.grad(lambda p, x: jnp.sum(DownConv(32, impl="matmul").apply(p, x) ** 2)))
     hlo = grad.lower(params, x).compile().as_text()
     assert " dot(" in hlo or "__ynn_fusion" in hlo
     assert "lhs_contracting_dims={0}" not in hlo

@@ -14,12 +14,13 @@ Each has an ``impl`` attribute choosing how the SAME function is computed:
   but NOT the critic's penalty double backward (slower than "xla" there).
 * ``"matmul"``: matrix products and data movement only, no convolution kernels. ``DownConv``
   concatenates eight slices of the padded input, viewed as ``[N, H/2+1, 2, W/2+1, 2C]`` (a
-  free reshape), into the ``[N, H/2, W/2, 16C]`` patch matrix in the kernel's own
-  ``(kh, kw, c)`` order, times the kernel reshaped to ``[16C, F]``. ``UpConv`` multiplies
-  every input pixel by all 16 taps at once (``[C, 16F]``), then each of the four output
-  phases sums four shifted taps (overlap-add): exactly the FLOPs of the layer, no cropped
-  border. Every derivative, including the penalty's double backward, is then slices, pads,
-  concatenations and matrix products, which XLA:CPU runs several times faster than its
+  free reshape), into the ``[N, H/2, W/2, 16C]`` patch matrix in the kernel's own ``(kh, kw,
+  c)`` order, times the kernel reshaped to ``[16C, F]``; for large patch matrices
+  half-height row-pair patches and one product twice as wide (`_down_row_pairs`). ``UpConv``
+  multiplies every input pixel by all 16 taps at once (``[C, 16F]``), then each of the four
+  output phases sums four shifted taps (overlap-add): exactly the FLOPs of the layer, no
+  cropped border. Every derivative, including the penalty's double backward, is then slices,
+  pads, concatenations and matrix products, which XLA:CPU runs several times faster than its
   convolution kernels; a custom JVP (`_matmul`) keeps the weight gradients row-major
   products (see benchmarks/README.md).
 * ``"auto"`` (default): "matmul" on CPU, "s2d" on other backends (not measured there).
@@ -156,6 +157,35 @@ def _down_patches(x: jax.Array, ho: int, wo: int) -> jax.Array:
     return jnp.concatenate(cols, -1)
 
 
+# `down_conv`'s "matmul" impl uses `_down_row_pairs` when the output has at least this many
+# rows AND the full patch matrix would hold at least this many elements (8 MB of float32).
+# Its one extra block row of products costs 1/ho more FLOPs (12.5% at 8 rows); the halved patch
+# matrix and the twice wider product repay that only for large patch matrices: measured faster
+# for the 64 px RGBA DCGAN's 8.4-16.8 MB patches, slower for DCGAN-32's 1.5-4.2 MB ones
+# (benchmarks/README.md). Otherwise, the full patches.
+_ROW_PAIR_MIN_ROWS = 8
+_ROW_PAIR_MIN_PATCH_ELEMENTS = 2**21
+
+
+def _down_row_pairs(
+    x: jax.Array, kernel: jax.Array, ho: int, wo: int, precision: Any
+) -> jax.Array:
+    """`down_conv` of the padded input from half-height patches and one 2F-wide product.
+
+    Kernel rows ``2a + p`` of output row i read block row ``i + a``. The [N, ho+1, wo, 8C]
+    patches hold, per block row, both phases p and the four kernel columns (no `a`); one
+    product with the kernel's two row blocks side by side ([8C, 2F]) gives every block row's
+    contribution to output rows i (a = 0, first F) and i - 1 (a = 1, last F), which two
+    row-shifted slices add up.
+    """
+    n, c, f = x.shape[0], x.shape[-1], kernel.shape[-1]
+    xr = x.reshape(n, ho + 1, 2, wo + 1, 2 * c)
+    cols = [xr[:, :, p, b : b + wo] for p in range(2) for b in range(2)]
+    k = kernel.reshape(2, 8 * c, f).transpose(1, 0, 2).reshape(8 * c, 2 * f)
+    z = _matmul(jnp.concatenate(cols, -1), k, precision)
+    return z[:, :ho, :, :f] + z[:, 1:, :, f:]
+
+
 # Output phase r of `UpConv` (output pixel 2m + r) sums input pixel m + offset through kernel
 # tap k, for the two (offset, k) pairs of its phase (kernel in the flipped Flax orientation).
 _UP_TAPS = (((0, 2), (-1, 0)), ((1, 3), (0, 1)))
@@ -222,6 +252,10 @@ def down_conv(
     x = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))[:, : 2 * ho + 2, : 2 * wo + 2]
     if impl == "s2d":
         return _conv(space_to_depth(x), down_kernel_s2d(kernel), 1, "VALID", 1, precision)
+    if ho >= _ROW_PAIR_MIN_ROWS and x.shape[0] * ho * wo * 16 * x.shape[-1] >= (
+        _ROW_PAIR_MIN_PATCH_ELEMENTS
+    ):
+        return _down_row_pairs(x, kernel, ho, wo, precision)
     k = kernel.reshape(-1, kernel.shape[-1])
     return _matmul(_down_patches(x, ho, wo), k, precision)
 
