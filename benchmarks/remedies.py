@@ -132,7 +132,8 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.table_from:
-        rows = read_rows(args.table_from)
+        order = {r[0]: i for i, r in enumerate(ROWS)}  # rows files may come from parallel runs
+        rows = sorted(read_rows(args.table_from), key=lambda r: order.get(r["row"], len(order)))
         grid = args.grid or os.path.splitext(args.table_from)[0] + ".png"
     else:
         from wgan_jax.cli import setup_logging

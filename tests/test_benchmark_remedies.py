@@ -37,18 +37,20 @@ def _check_overrides(rows: list[dict]) -> None:
 
 def test_remedies_table_rows_and_overrides(tmp_path):
     rows_file = tmp_path / "rows.jsonl"
-    out = _run("remedies.py", "--only", "collapse,combined", "--image_size", "8",
+    out = _run("remedies.py", "--only", "combined", "--image_size", "8",
                "--num_iterations", "12", "--dataset_size", "100", "--root", str(tmp_path),
                "--rows", str(rows_file))
     table = _table(out)
     assert table[0][:7] == ["Row", "Config + overrides", "Diagnose", "Rules fired (first step)",
                             "Evaluated step", "FID vs held-out", "Coverage"]
-    assert [r[0] for r in table[2:]] == ["collapse", "combined", "floor: real training pool"]
+    assert [r[0] for r in table[2:]] == ["combined", "floor: real training pool"]
     assert all(float(r[5]) >= 0 for r in table[2:])
-    assert "model.critic_norm=spectral" in table[3][1] and "augment=" in table[3][1]
+    assert table[2][2] in ("healthy", "**problems**")
+    assert "model.critic_norm=spectral" in table[2][1] and "augment=" in table[2][1]
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
-    assert [r["row"] for r in rows] == ["collapse", "combined"]
-    assert set(rows[1]["overrides"]) >= {"model.critic_norm", "instance_noise", "augment"}
+    assert [r["row"] for r in rows] == ["combined"]
+    assert set(rows[0]["overrides"]) >= {"model.critic_norm", "instance_noise", "augment",
+                                         "dataset_size", "num_iterations", "image_size"}
     _check_overrides(rows)
     assert os.path.getsize(tmp_path / "remedies.png") > 0
     again = _run("remedies.py", "--table_from", str(rows_file), "--grid",
@@ -67,3 +69,30 @@ def test_small_data_table_rows_and_overrides(tmp_path):
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert [r["augment"] for r in rows] == ["", "translation,cutout,color"]
     _check_overrides(rows)
+
+
+def test_spectral_rows_replace_the_critics_batchnorm():
+    """The rows with spectral norm have no BatchNorm left in D (the base config has three)."""
+    import jax
+    import jax.numpy as jnp
+    from common import apply_overrides, load_config
+    from remedies import ROWS
+
+    from wgan_jax.runs import build_networks
+
+    def critic_collections(overrides: dict) -> dict:
+        config = load_config("dcgan_collapse")
+        apply_overrides(config, overrides)
+        _, critic = build_networks(config, None, None)
+        shape = jnp.zeros((2, config.image_size, config.image_size, config.num_channels))
+        variables = jax.eval_shape(lambda: critic.init(jax.random.PRNGKey(0), shape, train=False))
+        return {k: sorted(v) for k, v in variables.items()}
+
+    assert "batch_stats" in critic_collections({})
+    spectral = [r for r in ROWS if r[2].get("model.critic_norm") == "spectral"]
+    assert {r[0] for r in spectral} == {"spectral", "combined"}
+    for _, _, overrides, _ in spectral:
+        variables = critic_collections(overrides)
+        assert "batch_stats" not in variables
+        assert not any("BatchNorm" in name for name in variables["params"])
+        assert len(variables["spectral_norm"]) == 5  # four convolutions and the output layer
