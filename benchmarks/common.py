@@ -170,6 +170,36 @@ def save_comparison(path: str, labels: list[str], strips: list[str]) -> None:
     out.save(path, format="PNG", optimize=True)
 
 
+def add_row_arguments(parser, root: str, table_from: str, iterations: int = 0,
+                      image_size: bool = True) -> None:
+    """The flags the benchmark scripts share: --rows, --table_from (what it reprints), --root,
+    --num_iterations (`iterations`; 0 keeps the config's) and, if `image_size`, --image_size."""
+    parser.add_argument("--rows", default="", help="also append each result row to this JSONL")
+    parser.add_argument("--table_from", default="", help=table_from)
+    parser.add_argument("--root", default=root, help="parent of the workdirs")
+    parser.add_argument("--num_iterations", type=int, default=iterations,
+                        help="iterations of every run (0: the config's)")
+    if image_size:
+        parser.add_argument("--image_size", type=int, default=0,
+                            help="override the configs' image size (tests: 8); 0 keeps it")
+
+
+def markdown_table(rows: list[dict], columns: list[str], cells, floor_label: str) -> str:
+    """A Markdown table of training rows: `cells(row)` gives each row's cells up to the timing
+    (train wall, train CPU, load: the last three `columns`), then one floor line: `floor_label`,
+    the real training pool's FID and coverage against the held-out split under
+    "FID vs held-out" and "Coverage", "-" in the other columns."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        timing = [f"{r['wall_seconds']:.0f}", f"{r['cpu_seconds']:.0f}", f"{r['load']:.1f}"]
+        lines.append("| " + " | ".join([*cells(r), *timing]) + " |")
+    floor = {"FID vs held-out": f"{rows[0]['floor/fid_digits']:.2f}",
+             "Coverage": f"{rows[0]['floor/coverage_digits']:.3f}"}
+    lines.append("| " + " | ".join([floor_label] + [floor.get(c, "-") for c in columns[1:]])
+                 + " |")
+    return "\n".join(lines)
+
+
 def append_row(path: str, row: Mapping) -> None:
     if path:
         with open(path, "a") as f:

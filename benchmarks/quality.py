@@ -23,7 +23,16 @@ import json
 import os
 import sys
 
-from common import REPO, append_row, heldout_metrics, load_config, read_rows, renamed, train_timed
+from common import (
+    REPO,
+    add_row_arguments,
+    append_row,
+    heldout_metrics,
+    load_config,
+    read_rows,
+    renamed,
+    train_timed,
+)
 from common import ms as _ms
 
 DEFAULT_CONFIGS = ("ring8", "grid25", "stacked_digits", "digits")
@@ -130,11 +139,9 @@ def main() -> None:
                         help="comma-separated config names under configs/ (or .py paths)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first_seed", type=int, default=0, help="seeds first_seed, ...")
-    parser.add_argument("--rows", default="", help="also append each result row to this JSONL")
-    parser.add_argument("--table_from", default="",
-                        help="only print the tables of the rows in this JSONL (no training)")
-    parser.add_argument("--root", default="/tmp/wgan_quality", help="parent of the workdirs")
-    parser.add_argument("--num_iterations", type=int, default=0, help="override (0: config's)")
+    add_row_arguments(parser, "/tmp/wgan_quality",
+                      "only print the tables of the rows in this JSONL (no training)",
+                      image_size=False)
     parser.add_argument("--num_samples", type=int, default=0, help="override eval.num_samples")
     args = parser.parse_args()
 

@@ -1,7 +1,7 @@
 """The collapsing RGBA DCGAN and each advised remedy, measured: prints a Markdown table.
 
     python benchmarks/remedies.py [--rows rows.jsonl] [--root /tmp/wgan_remedies]
-        [--num_iterations 400] [--dataset_size 500] [--only collapse,spectral,...]
+        [--num_iterations 100] [--log_every 5] [--dataset_size 500] [--only collapse,spectral,...]
     python benchmarks/remedies.py --table_from rows.jsonl   # reprint the table and the grid
 
 Every row trains `configs/dcgan_collapse.py` (64x64 RGBA digit sprites, logistic loss,
@@ -31,11 +31,13 @@ import os
 import sys
 
 from common import (
+    add_row_arguments,
     append_row,
     apply_overrides,
     diagnosis,
     heldout_metrics,
     load_config,
+    markdown_table,
     read_rows,
     sample_strip,
     save_comparison,
@@ -63,6 +65,8 @@ ROWS = (
      "latest"),
     ("wgan_gp_diffaugment", "rgba64_wgangp", {"augment": AUGMENT}, "latest"),
 )
+COLUMNS = ["Row", "Config + overrides", "Diagnose", "Rules fired (first step)", "Evaluated step",
+           "FID vs held-out", "Coverage", "Train wall (s)", "Train CPU (s)", "Load"]
 STRIP_SAMPLES = 10
 STRIP_SEED = 2024
 
@@ -73,7 +77,8 @@ def run_row(name: str, base: str, overrides: dict, checkpoint: str,
     from wgan_jax.runs import load_run
 
     config = load_config(base)
-    common_overrides = {"dataset_size": args.dataset_size, "num_iterations": args.num_iterations}
+    common_overrides = {"dataset_size": args.dataset_size, "num_iterations": args.num_iterations,
+                        "log_every": args.log_every}
     if args.image_size:
         common_overrides["image_size"] = args.image_size
     overrides = {**common_overrides, **overrides}
@@ -93,42 +98,35 @@ def run_row(name: str, base: str, overrides: dict, checkpoint: str,
 
 
 def _overrides_words(row: dict) -> str:
-    shared = ("dataset_size", "num_iterations", "image_size")
+    shared = ("dataset_size", "num_iterations", "image_size", "log_every")
     words = [f"`{k}={v}`" for k, v in row["overrides"].items() if k not in shared]
     return ", ".join(words) or "-"
 
 
+def cells(r: dict) -> list[str]:
+    """A row's table cells before the timing."""
+    word, rules = verdict(r)
+    return [r["row"], f"{r['config']}: {_overrides_words(r)}", word, rules,
+            f"{r['step']}{' (best)' if r['checkpoint'] == 'best' else ''}",
+            f"{r['heldout/fid_digits']:.2f}", f"{r['heldout/coverage_digits']:.3f}"]
+
+
 def table(rows: list[dict]) -> str:
     """The Markdown table of the rows (one line per row, in the order given)."""
-    lines = ["| Row | Config + overrides | Diagnose | Rules fired (first step) | Evaluated step | "
-             "FID vs held-out | Coverage | Train wall (s) | Train CPU (s) | Load |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        word, rules = verdict(r)
-        lines.append(
-            f"| {r['row']} | {r['config']}: {_overrides_words(r)} | {word} | {rules}"
-            f" | {r['step']}{' (best)' if r['checkpoint'] == 'best' else ''}"
-            f" | {r['heldout/fid_digits']:.2f} | {r['heldout/coverage_digits']:.3f}"
-            f" | {r['wall_seconds']:.0f} | {r['cpu_seconds']:.0f} | {r['load']:.1f} |")
-    floor = rows[0]
-    lines.append(f"| floor: real training pool | - | - | - | - | {floor['floor/fid_digits']:.2f}"
-                 f" | {floor['floor/coverage_digits']:.3f} | - | - | - |")
-    return "\n".join(lines)
+    return markdown_table(rows, COLUMNS, cells, "floor: real training pool")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated row names (default: all)")
-    parser.add_argument("--rows", default="", help="also append each result row to this JSONL")
-    parser.add_argument("--table_from", default="",
-                        help="only print the table (and write the grid) of the rows in this JSONL")
-    parser.add_argument("--root", default="/tmp/wgan_remedies", help="parent of the workdirs")
+    add_row_arguments(parser, "/tmp/wgan_remedies",
+                      "only print the table (and write the grid) of the rows in this JSONL",
+                      iterations=100)
     parser.add_argument("--grid", default="",
                         help="comparison PNG (default: ROOT/remedies.png, or next to --table_from)")
-    parser.add_argument("--num_iterations", type=int, default=200)
     parser.add_argument("--dataset_size", type=int, default=500)
-    parser.add_argument("--image_size", type=int, default=0,
-                        help="override the configs' 64 px (tests: 8); 0 keeps it")
+    parser.add_argument("--log_every", type=int, default=5,
+                        help="metric rows every N iterations (the health rules count rows)")
     args = parser.parse_args()
 
     if args.table_from:

@@ -21,15 +21,19 @@ import json
 import os
 
 from common import (
+    add_row_arguments,
     append_row,
     apply_overrides,
     heldout_metrics,
     load_config,
+    markdown_table,
     read_rows,
     train_timed,
 )
 
 AUGMENT = "translation,cutout,color"
+COLUMNS = ["Training digits", "DiffAugment", "Iterations", "FID vs held-out", "Change", "Coverage",
+           "Train wall (s)", "Train CPU (s)", "Load"]
 
 
 def run_row(size: int, augment: str, args: argparse.Namespace) -> dict:
@@ -56,32 +60,22 @@ def run_row(size: int, augment: str, args: argparse.Namespace) -> dict:
 def table(rows: list[dict]) -> str:
     """The Markdown table: one line per run, DiffAugment's FID change against the same size."""
     fid = {(r["dataset_size"], bool(r["augment"])): r["heldout/fid_digits"] for r in rows}
-    lines = ["| Training digits | DiffAugment | Iterations | FID vs held-out | Change | "
-             "Coverage | Train wall (s) | Train CPU (s) | Load |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
+
+    def cells(r: dict) -> list[str]:
         plain = fid.get((r["dataset_size"], False))
         change = (f"{100 * (r['heldout/fid_digits'] / plain - 1):+.0f}%"
                   if r["augment"] and plain else "-")
-        lines.append(
-            f"| {r['dataset_size']} | {'yes' if r['augment'] else 'no'} | {r['step']}"
-            f" | {r['heldout/fid_digits']:.2f} | {change} | {r['heldout/coverage_digits']:.3f}"
-            f" | {r['wall_seconds']:.0f} | {r['cpu_seconds']:.0f} | {r['load']:.1f} |")
-    lines.append(f"| floor: the 1,500 real training-pool digits | - | - "
-                 f"| {rows[0]['floor/fid_digits']:.2f} | - "
-                 f"| {rows[0]['floor/coverage_digits']:.3f} | - | - | - |")
-    return "\n".join(lines)
+        return [str(r["dataset_size"]), "yes" if r["augment"] else "no", str(r["step"]),
+                f"{r['heldout/fid_digits']:.2f}", change, f"{r['heldout/coverage_digits']:.3f}"]
+
+    return markdown_table(rows, COLUMNS, cells, "floor: the 1,500 real training-pool digits")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,300,1500", help="comma-separated dataset_size")
-    parser.add_argument("--rows", default="", help="also append each result row to this JSONL")
-    parser.add_argument("--table_from", default="",
-                        help="only print the table of the rows in this JSONL (no training)")
-    parser.add_argument("--root", default="/tmp/wgan_small_data", help="parent of the workdirs")
-    parser.add_argument("--num_iterations", type=int, default=0, help="override (0: config's)")
-    parser.add_argument("--image_size", type=int, default=0, help="override (tests: 8)")
+    add_row_arguments(parser, "/tmp/wgan_small_data",
+                      "only print the table of the rows in this JSONL (no training)")
     args = parser.parse_args()
 
     if args.table_from:
