@@ -8,7 +8,9 @@ Every row trains `configs/dcgan_collapse.py` (64x64 RGBA digit sprites, logistic
 BatchNorm + sigmoid discriminator, discriminator lr 10x the generator's) or, for the
 Wasserstein rows, `configs/rgba64_wgangp.py`, on the same `dataset_size` subset for the same
 number of iterations, with the row's overrides (`ROWS`; each is checked in the workdir's
-config.json). One row at a time, each in its own workdir under --root. Per row:
+config.json). `log_every` (5) is set for every row: the health rules judge logged rows (a
+window of 20), so a 100-iteration run logs as many rows as the 400-iteration
+`examples/collapse_run`. One row at a time, each in its own workdir under --root. Per row:
 
 * diagnose: `wgan_jax.diagnose.diagnose(workdir)`'s verdict and the rules that fired;
 * FID vs held-out: 1,500 samples of the evaluated checkpoint (the last one; the best one by
