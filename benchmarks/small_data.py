@@ -74,6 +74,8 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,300,1500", help="comma-separated dataset_size")
+    parser.add_argument("--diffaugment", choices=("both", "no", "yes"), default="both",
+                        help="which runs of each size (two invocations can run side by side)")
     add_row_arguments(parser, "/tmp/wgan_small_data",
                       "only print the table of the rows in this JSONL (no training)")
     args = parser.parse_args()
@@ -85,8 +87,9 @@ def main() -> None:
 
         setup_logging(True)
         rows = []
+        variants = {"both": ("", AUGMENT), "no": ("",), "yes": (AUGMENT,)}[args.diffaugment]
         for size in (int(s) for s in args.sizes.split(",")):
-            for augment in ("", AUGMENT):
+            for augment in variants:
                 rows.append(run_row(size, augment, args))
                 append_row(args.rows, rows[-1])
     print()
