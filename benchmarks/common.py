@@ -153,7 +153,8 @@ def sample_strip(gan, state, config, num: int, seed: int) -> np.ndarray:
 
 
 def save_comparison(path: str, labels: list[str], strips: list[str]) -> None:
-    """One PNG: a row per (label, strip PNG path), the label written at the left."""
+    """One PNG: a row per (label, strip PNG path), the label written at the left (64-colour
+    palette)."""
     from PIL import Image, ImageDraw
 
     rows = [np.asarray(Image.open(p).convert("RGB")) for p in strips]
@@ -167,7 +168,8 @@ def save_comparison(path: str, labels: list[str], strips: list[str]) -> None:
         draw.text((4, y + row.shape[0] // 2 - 6), label, fill=(0, 0, 0))
         y += row.shape[0]
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    out.save(path, format="PNG", optimize=True)
+    # 64 colours are plenty for sprites over a checkerboard and keep the file small (~200 kB).
+    out.quantize(colors=64).save(path, format="PNG", optimize=True)
 
 
 def add_row_arguments(parser, root: str, table_from: str, iterations: int = 0,
