@@ -60,14 +60,15 @@ def test_remedies_table_rows_and_overrides(tmp_path):
 
 def test_small_data_table_rows_and_overrides(tmp_path):
     rows_file = tmp_path / "rows.jsonl"
-    out = _run("small_data.py", "--sizes", "50", "--image_size", "8", "--num_iterations", "3",
-               "--root", str(tmp_path), "--rows", str(rows_file))
+    out = _run("small_data.py", "--sizes", "50", "--diffaugment", "yes", "--image_size", "8",
+               "--num_iterations", "3", "--root", str(tmp_path), "--rows", str(rows_file))
     table = _table(out)
     assert table[0][:5] == ["Training digits", "DiffAugment", "Iterations", "FID vs held-out",
                             "Change"]
-    assert [r[:2] for r in table[2:4]] == [["50", "no"], ["50", "yes"]]
+    assert [r[:3] for r in table[2:]] == [["50", "yes", "3"],
+                                          ["floor: the 1,500 real training-pool digits", "-", "-"]]
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
-    assert [r["augment"] for r in rows] == ["", "translation,cutout,color"]
+    assert [r["augment"] for r in rows] == ["translation,cutout,color"]
     _check_overrides(rows)
 
 
