@@ -24,17 +24,23 @@ alone; say what else ran on the machine when you quote wall time.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
-import resource
 import sys
-import time
 
-import numpy as np
+from common import (
+    REPO,
+    add_row_arguments,
+    append_row,
+    heldout_metrics,
+    load_config,
+    read_rows,
+    renamed,
+    train_timed,
+)
+from common import ms as _ms
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CONFIGS = ("ring8", "grid25", "stacked_digits", "digits")
 
 # Published rows (modes / high-quality % / reverse KL); see shared REFERENCES.md.
@@ -52,21 +58,10 @@ PUBLISHED = {
 }
 
 
-def load_config(name: str):
-    path = name if name.endswith(".py") else os.path.join(REPO, "configs", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_config_{os.path.basename(path)[:-3]}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
-
-
 def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     """Train one (config, seed) from scratch and evaluate its final checkpoint."""
-    import shutil
-
     from wgan_jax.evaluation import evaluate_state, evaluator_for_data
     from wgan_jax.runs import load_run
-    from wgan_jax.train import train_and_evaluate
 
     config = load_config(name)
     config.seed = seed
@@ -75,17 +70,13 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     if args.num_samples:
         config.eval.num_samples = args.num_samples
     workdir = os.path.join(root, f"{os.path.basename(name).removesuffix('.py')}_seed{seed}")
-    shutil.rmtree(workdir, ignore_errors=True)
-    t0, cpu0 = time.monotonic(), _cpu_seconds()
-    train_and_evaluate(config, workdir)
-    wall, cpu = time.monotonic() - t0, _cpu_seconds() - cpu0
+    timing = train_timed(config, workdir)
     config, gan, state, step = load_run(workdir, "latest")
     if args.num_samples:
         config.eval.num_samples = args.num_samples
     evaluator = evaluator_for_data(config, seed=0)
     metrics = evaluate_state(config, gan, state, seed=seed, evaluator=evaluator)
-    row = {"config": name, "seed": seed, "step": step, "wall_seconds": wall,
-           "cpu_seconds": cpu, **metrics}
+    row = {"config": name, "seed": seed, "step": step, **timing, **metrics}
     if evaluator is not None and evaluator.class_metrics:
         row.update(conditional_floor(config, evaluator, seed))
     elif config.dataset == "digits":
@@ -93,28 +84,9 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     elif evaluator is not None and evaluator.kind not in ("toy", "swissroll"):
         # The floor: real examples from an independent draw against the same reference.
         real = _pipeline(config).reference_samples(int(config.eval.num_samples), 10_000 + seed)
-        row.update(_renamed("floor", evaluator(real)))
+        row.update(renamed("floor", evaluator(real)))
     print(json.dumps(row), flush=True)
     return row
-
-
-def heldout_metrics(config, gan, state, seed: int) -> dict:
-    """digits: metrics against the digit classifier's held-out split, generated and real.
-
-    The reference is the 297 held-out digits (never seen by the classifier); "heldout/*" are
-    1,500 generated samples against it and "floor/*" the 1,500 training-split digits against
-    it: the best a generator of the training split can do with these sample sizes.
-    """
-    from wgan_jax.data.digits import digits_source
-    from wgan_jax.data.images import to_float
-    from wgan_jax.evaluation import evaluate_state, make_evaluator
-    from wgan_jax.metrics.digits_classifier import train_test_split_indices
-
-    images = to_float(digits_source(config.image_size, config.num_channels).images)
-    train_idx, test_idx = train_test_split_indices(len(images))
-    evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
-    fake = evaluate_state(config, gan, state, seed, evaluator=evaluator, num_samples=len(train_idx))
-    return {**_renamed("heldout", fake), **_renamed("floor", evaluator(images[train_idx]))}
 
 
 def conditional_floor(config, evaluator, seed: int) -> dict:
@@ -126,7 +98,7 @@ def conditional_floor(config, evaluator, seed: int) -> dict:
 
     data = _pipeline(config)
     n, draw = int(config.eval.num_samples), 10_000 + seed
-    floor = _renamed("floor", evaluator(data.reference_samples(n, draw),
+    floor = renamed("floor", evaluator(data.reference_samples(n, draw),
                                         data.reference_labels(n, draw)))
     floor["floor/label_accuracy"] = heldout_label_accuracy(config, evaluator.classifier)[0]
     return floor
@@ -139,16 +111,6 @@ def _pipeline(config):
     return create_input_pipeline(config, make_mesh())
 
 
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _renamed(prefix: str, metrics: dict) -> dict:
-    """{"eval/fid_digits": v} -> {"<prefix>/fid_digits": v}."""
-    return {f"{prefix}/{k.split('/')[-1]}": v for k, v in metrics.items()}
-
-
 def _feature_suffix(row: dict) -> str | None:
     """"_digits" / "_inception" for a row of feature metrics ("" for rows written before the
     feature space was in the names), None for a row without them."""
@@ -159,13 +121,6 @@ def _feature_suffix(row: dict) -> str | None:
         if key.startswith("eval/") and name == "fid":
             return f"_{space}" if space else ""
     return None
-
-
-def _ms(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
-    v = np.asarray(values, dtype=np.float64) * scale
-    if len(v) == 1:
-        return f"{v[0]:.{digits}f}"
-    return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}"
 
 
 def toy_table(rows: list[dict]) -> str:
@@ -238,17 +193,14 @@ def main() -> None:
                         help="comma-separated config names under configs/ (or .py paths)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first_seed", type=int, default=0, help="seeds first_seed, ...")
-    parser.add_argument("--rows", default="", help="also append each result row to this JSONL")
-    parser.add_argument("--table_from", default="",
-                        help="only print the tables of the rows in this JSONL (no training)")
-    parser.add_argument("--root", default="/tmp/wgan_quality", help="parent of the workdirs")
-    parser.add_argument("--num_iterations", type=int, default=0, help="override (0: config's)")
+    add_row_arguments(parser, "/tmp/wgan_quality",
+                      "only print the tables of the rows in this JSONL (no training)",
+                      image_size=False)
     parser.add_argument("--num_samples", type=int, default=0, help="override eval.num_samples")
     args = parser.parse_args()
 
     if args.table_from:
-        with open(args.table_from) as f:
-            print_tables([json.loads(line) for line in f if line.strip()])
+        print_tables(read_rows(args.table_from))
         return
     from wgan_jax.cli import setup_logging
 
@@ -264,9 +216,7 @@ def main() -> None:
     for name in names:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             rows.append(run_one(name, seed, args.root, args))
-            if args.rows:
-                with open(args.rows, "a") as f:
-                    f.write(json.dumps(rows[-1]) + "\n")
+            append_row(args.rows, rows[-1])
     print_tables(rows)
 
 
