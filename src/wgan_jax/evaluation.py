@@ -367,10 +367,12 @@ class Evaluator:
             fake, probs = self._inception.features_and_probs(capped)
             out.update(self._feature_metrics(fake))
             out["eval/is"] = inception_score(probs, splits=min(10, len(probs)))[0]
+        elif self.class_metrics:  # the digit features of all samples, computed once
+            features = self.features(images)
+            out.update(self._feature_metrics(features[:FEATURE_CAP]))
+            out.update(self._class_metrics(features, np.asarray(labels)))
         else:
             out.update(self._feature_metrics(self.features(capped)))
-        if self.class_metrics:
-            out.update(self._class_metrics(images, np.asarray(labels)))
         return out
 
     def _toy(self, samples: np.ndarray) -> dict[str, float]:
@@ -382,9 +384,8 @@ class Evaluator:
         out["eval/w1"] = wasserstein1_exact(samples[:n], self.toy_reference(n))
         return out
 
-    def _class_metrics(self, images: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-        """Label accuracy and per-class FID on the digit classifier's hidden features."""
-        features = self.features(images)  # the digit features (class metrics need them)
+    def _class_metrics(self, features: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        """Label accuracy and per-class FID from the samples' digit-classifier features."""
         predicted = self._classifier.logits_from_features(features).argmax(axis=1)
         present = [k for k, p in enumerate(self.class_frequencies) if p > 0]
         fids = per_class_fid(self.reference_features(), self.reference_labels(), features,
