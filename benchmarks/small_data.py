@@ -1,17 +1,19 @@
 """Small-data `digits` with and without DiffAugment: prints a Markdown table.
 
     python benchmarks/small_data.py [--sizes 100,300,1500] [--num_iterations 1500]
-        [--rows rows.jsonl] [--root /tmp/wgan_small_data]
+        [--policy translation,cutout,color] [--rows rows.jsonl] [--root /tmp/wgan_small_data]
     python benchmarks/small_data.py --table_from rows.jsonl   # reprint the table
 
 Trains `configs/digits.py` (WGAN-GP DCGAN, 16x16 grey digits) on the first N digits of the
 fixed `dataset_size` permutation, for each N, without and with
-`augment = "translation,cutout,color"`, the same number of iterations for every run, one run at
-a time, each in its own workdir. Scores the last checkpoint as `quality.py` scores digits
-("FID vs held-out", `common.heldout_metrics`): 1,500 samples against the 297 digits no N <=
-1,500 trains on, on the digit classifier's hidden features; the floor is the 1,500-digit
-training pool against them. "Change" is the FID with DiffAugment relative to the same N
-without it.
+`augment = POLICY` (`--policy`, default "translation,cutout,color"), the same number of
+iterations for every run, one run at a time, each in its own workdir. Scores the last
+checkpoint as `quality.py` scores digits ("FID vs held-out", `common.heldout_metrics`): 1,500
+samples against the 297 digits no N <= 1,500 trains on, on the digit classifier's hidden
+features. "Change" is the FID with DiffAugment relative to the run of the same N and length
+without it. "Memorised" is the FID of a generator that reproduces its N training digits
+exactly (the N digits tiled to 1,500 samples) against the same held-out digits: a GAN that
+only memorises cannot go below it, so it bounds what augmentation can show at that N.
 """
 
 from __future__ import annotations
@@ -20,20 +22,23 @@ import argparse
 import json
 import os
 
+import numpy as np
 from common import (
     add_row_arguments,
     append_row,
     apply_overrides,
     heldout_metrics,
+    heldout_split,
     load_config,
     markdown_table,
     read_rows,
+    renamed,
     train_timed,
 )
 
 AUGMENT = "translation,cutout,color"
-COLUMNS = ["Training digits", "DiffAugment", "Iterations", "FID vs held-out", "Change", "Coverage",
-           "Train wall (s)", "Train CPU (s)", "Load"]
+COLUMNS = ["Training digits", "DiffAugment", "Iterations", "FID vs held-out", "Change",
+           "Memorised", "Coverage", "Train wall (s)", "Train CPU (s)", "Load"]
 
 
 def run_row(size: int, augment: str, args: argparse.Namespace) -> dict:
@@ -47,26 +52,48 @@ def run_row(size: int, augment: str, args: argparse.Namespace) -> dict:
     if args.image_size:
         overrides["image_size"] = args.image_size
     apply_overrides(config, overrides)
-    workdir = os.path.join(args.root, f"digits{size}{'_diffaugment' if augment else ''}")
+    policy = "_" + augment.replace(",", "_") if augment else ""
+    name = f"digits{size}_{config.num_iterations}{policy}"
+    workdir = os.path.join(args.root, name)
     timing = train_timed(config, workdir)
     config, gan, state, step = load_run(workdir, "latest")
-    row = {"row": os.path.basename(workdir), "config": "digits", "overrides": overrides,
+    row = {"row": name, "config": "digits", "overrides": overrides,
            "dataset_size": size, "augment": augment, "step": step, "workdir": workdir,
-           **timing, **heldout_metrics(config, gan, state, seed=0)}
+           **timing, **heldout_metrics(config, gan, state, seed=0),
+           **memorised_metrics(config)}
     print(json.dumps(row), flush=True)
     return row
 
 
+def memorised_metrics(config) -> dict:
+    """"memorised/*": the run's own `dataset_size` training digits, tiled to 1,500 samples,
+    against the held-out digits (what a generator that copies its training set scores)."""
+    from wgan_jax.data.digits import digits_source
+    from wgan_jax.data.images import SubsetSource, to_float
+    from wgan_jax.evaluation import make_evaluator
+
+    images = to_float(digits_source(config.image_size, config.num_channels).images)
+    _, test_idx = heldout_split(config)
+    train_idx = SubsetSource(range(len(images)), config.dataset_size).indices
+    evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
+    return renamed("memorised", evaluator(images[np.resize(train_idx, 1500)]))
+
+
 def table(rows: list[dict]) -> str:
-    """The Markdown table: one line per run, DiffAugment's FID change against the same size."""
-    fid = {(r["dataset_size"], bool(r["augment"])): r["heldout/fid_digits"] for r in rows}
+    """The Markdown table: one line per run, DiffAugment's FID change against the run of the
+    same size and length without it."""
+    fid = {(r["dataset_size"], r["step"]): r["heldout/fid_digits"] for r in rows
+           if not r["augment"]}
 
     def cells(r: dict) -> list[str]:
-        plain = fid.get((r["dataset_size"], False))
+        plain = fid.get((r["dataset_size"], r["step"]))
         change = (f"{100 * (r['heldout/fid_digits'] / plain - 1):+.0f}%"
                   if r["augment"] and plain else "-")
-        return [str(r["dataset_size"]), "yes" if r["augment"] else "no", str(r["step"]),
-                f"{r['heldout/fid_digits']:.2f}", change, f"{r['heldout/coverage_digits']:.3f}"]
+        memorised = r.get("memorised/fid_digits")
+        return [str(r["dataset_size"]), r["augment"] or "no", str(r["step"]),
+                f"{r['heldout/fid_digits']:.2f}", change,
+                f"{memorised:.2f}" if memorised is not None else "-",
+                f"{r['heldout/coverage_digits']:.3f}"]
 
     return markdown_table(rows, COLUMNS, cells, "floor: the 1,500 real training-pool digits")
 
@@ -76,6 +103,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,300,1500", help="comma-separated dataset_size")
     parser.add_argument("--diffaugment", choices=("both", "no", "yes"), default="both",
                         help="which runs of each size (two invocations can run side by side)")
+    parser.add_argument("--policy", default=AUGMENT, help="the DiffAugment policy of the "
+                        "augmented runs")
     add_row_arguments(parser, "/tmp/wgan_small_data",
                       "only print the table of the rows in this JSONL (no training)")
     args = parser.parse_args()
@@ -87,7 +116,8 @@ def main() -> None:
 
         setup_logging(True)
         rows = []
-        variants = {"both": ("", AUGMENT), "no": ("",), "yes": (AUGMENT,)}[args.diffaugment]
+        variants = {"both": ("", args.policy), "no": ("",),
+                    "yes": (args.policy,)}[args.diffaugment]
         for size in (int(s) for s in args.sizes.split(",")):
             for augment in variants:
                 rows.append(run_row(size, augment, args))

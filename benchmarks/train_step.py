@@ -8,7 +8,8 @@ XLA's FLOP count of one iteration, the achieved FLOP/s against the machine's mea
 peak, and the host overhead: the time a call takes to return before the device finishes
 (dispatch), measured over pipelined calls. XLA's cost analysis counts a loop body once, so
 the FLOPs are counted on the same step with the critic loop unrolled (the timed step keeps the
-loop).
+loop), by default on the lowered program (`count_flops(compiled=False)`: no second
+compilation, which for the ResNet takes minutes; `--compiled_flops` counts the compiled one).
 Real batches are resident on the devices, so the input pipeline is not timed here (see
 benchmarks/input_pipeline.py).
 """
@@ -27,6 +28,10 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_c
 _ITERS = flags.DEFINE_integer("iters", 20, "Timed iterations.")
 _WARMUP = flags.DEFINE_integer("warmup", 3, "Warm-up iterations after compiling.")
 _JSON = flags.DEFINE_boolean("json", False, "Only the JSON line.")
+_COMPILED_FLOPS = flags.DEFINE_boolean(
+    "compiled_flops", False,
+    "Count FLOPs on the compiled unrolled step (slow) instead of the lowered one.",
+)
 _OVERHEAD = flags.DEFINE_boolean(
     "penalty_overhead", False,
     "Also time the same config with penalty='none' and report the ratio (the penalty's cost).",
@@ -63,7 +68,7 @@ def matmul_peak(sizes: tuple[int, ...] = (512, 1024, 2048), repeats: int = 5) ->
     return best
 
 
-def measure(config, iters: int, warmup: int) -> dict:
+def measure(config, iters: int, warmup: int, compiled_flops: bool = False) -> dict:
     """Compiles and times `config`'s train step on all local devices."""
     import jax
     import numpy as np
@@ -89,7 +94,7 @@ def measure(config, iters: int, warmup: int) -> dict:
     compiled = step.lower(state, real).compile()
     compile_seconds = time.perf_counter() - t0
     unrolled = make_train_step(StepConfig.from_config(config), mesh, gan, unroll_critic=True)
-    flops = count_flops(unrolled, state, real)
+    flops = count_flops(unrolled, state, real, compiled=compiled_flops)
     for _ in range(warmup):
         state, metrics = compiled(state, real)
     jax.block_until_ready(state)
@@ -130,7 +135,7 @@ def measure(config, iters: int, warmup: int) -> dict:
 def main(argv: list[str]) -> None:
     del argv
     config = _CONFIG.value
-    result = measure(config, _ITERS.value, _WARMUP.value)
+    result = measure(config, _ITERS.value, _WARMUP.value, _COMPILED_FLOPS.value)
     peak = matmul_peak()
     result["matmul_peak_flops_per_second"] = peak
     result["fraction_of_peak"] = result["achieved_flops_per_second"] / peak

@@ -65,7 +65,7 @@ def test_small_data_table_rows_and_overrides(tmp_path):
     table = _table(out)
     assert table[0][:5] == ["Training digits", "DiffAugment", "Iterations", "FID vs held-out",
                             "Change"]
-    assert [r[:3] for r in table[2:]] == [["50", "yes", "3"],
+    assert [r[:3] for r in table[2:]] == [["50", "translation,cutout,color", "3"],
                                           ["floor: the 1,500 real training-pool digits", "-", "-"]]
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert [r["augment"] for r in rows] == ["translation,cutout,color"]

@@ -230,3 +230,47 @@ def test_eval_spreads_are_not_scores():
         r["eval/is_std"] = 1.0 if j < 3 else 0.01
     assert health.analyse(rows, {}, "wasserstein", "gp") == []
     assert health.is_eval_score("eval/fid") and not health.is_eval_score("eval/kid_std")
+
+
+def test_a_fresh_generator_spreading_out_is_not_a_collapse():
+    """Diversity starts low (random init), dips, then rises: quiet. Stuck low for 3 windows:
+    fires ("never spread out"). A fall from a reached level: fires ("fell")."""
+    rows = train_rows(healthy_rows())
+    for i, r in enumerate(rows):
+        r["diversity"] = 0.35 if i < 3 else 0.21 if i < 30 else min(1.0, 0.21 + 0.03 * (i - 30))
+    assert health.analyse(rows, {}, "wasserstein", "gp") == []
+    for r in rows:
+        r["diversity"] = 0.2
+    (event,) = health.analyse(rows, {}, "wasserstein", "gp")
+    assert event["rule"] == "mode_collapse" and "has stayed below" in event["message"]
+    assert event["step"] == (3 * 20 + 1) * STEP  # 3 windows of low rows, then patience 3
+    for i, r in enumerate(rows):
+        r["diversity"] = 0.45 if i < 40 else 0.3
+    (event,) = health.analyse(rows, {}, "wasserstein", "gp")
+    assert "fell to 0.3" in event["message"] and event["step"] == 42 * STEP  # patience 3
+
+
+def test_penalty_norm_explained_by_the_wasserstein_estimate_is_on_target():
+    """A soft penalty balances at k (k - 1) = W / (2 lambda): a critic there is not off target
+    (the 64 px WGAN-GP row: norm 3.07 at W 138.8, lambda 10); far above it is."""
+    monitor = health.HealthMonitor(penalty_weight=10.0)
+    assert monitor._penalty_balance(138.81) == pytest.approx((1 + math.sqrt(1 + 27.762)) / 2)
+    k = monitor._penalty_balance(138.81)
+    assert k * (k - 1) == pytest.approx(138.81 / 20)
+    rows = train_rows(healthy_rows())
+    for i, r in enumerate(rows):
+        r["wasserstein_estimate"] = 138.81  # level from the start: no growth to flag
+        if i >= BAD:
+            r["input_grad_norm/interp_mean"] = 3.07
+    assert health.analyse(rows, {}, "wasserstein", "gp", penalty_weight=10.0) == []
+    for i in range(BAD, N):
+        rows[i]["input_grad_norm/interp_mean"] = 4.0
+    (event,) = health.analyse(rows, {}, "wasserstein", "gp", penalty_weight=10.0)
+    assert event["rule"] == "penalty_off_target"
+    assert event["evidence"]["balanced_norm"] == pytest.approx(k)
+    for r in rows:
+        del r["wasserstein_estimate"]  # nothing explains the norm: the plain tolerance
+    rows = [dict(r, **{"input_grad_norm/interp_mean": 3.07}) if i >= BAD else r
+            for i, r in enumerate(rows)]
+    assert rules(health.analyse(rows, {}, "wasserstein", "gp", penalty_weight=10.0)) == [
+        "penalty_off_target"]
