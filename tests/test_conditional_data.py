@@ -142,3 +142,25 @@ def test_conditional_runs_on_stacked_digits_and_folders(classes_folder, tmp_path
     assert train_two_iterations(
         {"dataset": f"folder:{classes_folder}", "folder_classes": True, "num_channels": 3,
          "data_dir": str(tmp_path / "data")}, str(tmp_path / "folder")) == (3, (3, 8))
+    # The run recorded its class count: it is restored and sampled after its data is gone.
+    import shutil
+
+    from wgan_jax import runs
+
+    shutil.rmtree(classes_folder)
+    config, gan, state, _ = runs.load_run(str(tmp_path / "folder"))
+    assert config.model.num_classes == gan.num_classes == 3
+    images = runs.generate_class_samples(gan, state, 2, seed=0, labels=[2, 0])
+    assert images.shape == (4, 8, 8, 3) and np.isfinite(images).all()
+
+
+def test_a_class_count_that_is_not_the_datas_is_refused(classes_folder, tmp_path):
+    from wgan_jax.config import check_num_classes
+
+    c = _folder(classes_folder, tmp_path, **{"model.num_classes": 3})
+    check_num_classes(c)
+    c.model.num_classes = 4
+    with pytest.raises(ConfigError, match=r"^config.model.num_classes: 4, but folder:.* has 3 "):
+        check_num_classes(c)
+    with pytest.raises(ConfigError, match=r"^config.model.num_classes: 2: only a conditional"):
+        _config({"model.conditional": "none", "model.num_classes": 2})

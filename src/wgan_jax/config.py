@@ -98,6 +98,9 @@ def get_config_schema() -> ml_collections.ConfigDict:
     # embedding in the generator); needs a dataset with labels (digits, stacked_digits,
     # tfds:NAME with data_label, folder:/path with folder_classes).
     c.model.conditional = "none"
+    # A conditional model's number of classes; 0 reads it from the data. The trainer writes the
+    # data's count into the run's config.json, so `sample` works once the data is gone.
+    c.model.num_classes = 0
     # Your own networks: "my_pkg.nets:make_generator", a factory called with the run's config
     # that returns a Flax NNX or Linen module or an (init, apply) pair; "" = the built-in kind.
     c.model.generator = ""
@@ -298,13 +301,30 @@ LABELLED_DATASETS = ("digits", "stacked_digits", "tfds", "folder")
 
 
 def num_classes(config: ml_collections.ConfigDict) -> int:
-    """The number of classes a conditional model is built for (read from the data's metadata:
-    a tfds ClassLabel, a folder's subfolders); 0 for an unconditional one."""
+    """The number of classes a conditional model is built for: `config.model.num_classes` when
+    set (the trainer records the data's count there in the run's config.json, so the run can
+    be restored and sampled once its data is gone), else read from the data's metadata (a
+    tfds ClassLabel, a folder's subfolders); 0 for an unconditional one."""
     if config.model.conditional == "none":
         return 0
+    if config.model.num_classes > 0:
+        return int(config.model.num_classes)
     from wgan_jax.data import sources
 
     return sources.num_classes(config)
+
+
+def check_num_classes(config: ml_collections.ConfigDict) -> None:
+    """`ConfigError` when a set `model.num_classes` is not the data's class count (the trainer
+    checks it before training; a restored run trusts its config.json)."""
+    if config.model.conditional == "none" or config.model.num_classes <= 0:
+        return
+    from wgan_jax.data import sources
+
+    have = sources.num_classes(config)
+    if have != config.model.num_classes:
+        _fail("model.num_classes", f"{config.model.num_classes}, but {config.dataset} has "
+              f"{have} classes (leave it 0 to read the count from the data)")
 
 
 def _validate_labels(config: ml_collections.ConfigDict) -> None:
@@ -323,6 +343,9 @@ def _validate_labels(config: ml_collections.ConfigDict) -> None:
 def _validate_conditional(config: ml_collections.ConfigDict) -> None:
     _validate_labels(config)
     conditional = config.model.conditional
+    if config.model.num_classes < 0 or (conditional == "none" and config.model.num_classes):
+        _fail("model.num_classes", f"{config.model.num_classes}: only a conditional model has "
+              "classes, and 0 reads their count from the data")
     if conditional == "none":
         return
     kind = config.dataset.partition(":")[0]

@@ -23,7 +23,7 @@ from jax.sharding import PartitionSpec as P
 
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import evaluation, fs, input_pipeline, plots, records
-from wgan_jax.config import data_shape, validate_config
+from wgan_jax.config import check_num_classes, data_shape, validate_config
 from wgan_jax.errors import UserError
 from wgan_jax.health import HealthMonitor, format_event
 from wgan_jax.progress import Progress
@@ -138,9 +138,12 @@ class _Guard:
         return None
 
 
-def _write_config(config: ml_collections.ConfigDict, workdir: str) -> None:
-    fs.write_atomic(fs.join(workdir, "config.json"),
-                    config.to_json_best_effort(indent=2, sort_keys=True))
+def _write_config(config: ml_collections.ConfigDict, workdir: str, classes: int) -> None:
+    """config.json, with a conditional run's class count (`model.num_classes`) filled in."""
+    saved = json.loads(config.to_json_best_effort())
+    if classes:
+        saved["model"]["num_classes"] = classes
+    fs.write_atomic(fs.join(workdir, "config.json"), json.dumps(saved, indent=2, sort_keys=True))
 
 
 class _Sampler:
@@ -239,6 +242,7 @@ def train_and_evaluate(
     generator, critic = build_networks(config, generator, critic)  # factory errors: no write yet
     is_main = jax.process_index() == 0
     lock = ckpt.WorkdirLock(workdir) if is_main else None
+    check_num_classes(config)
     it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
     if is_main:
         fs.makedirs(workdir)
@@ -280,7 +284,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
             gan = build_gan(config, generator, critic, guard.lr_scale)
         log.info("resuming from checkpoint %d in %s", start, checkpointer.directory)
     if is_main:
-        _write_config(config, workdir)
+        _write_config(config, workdir, gan.num_classes)
     writer = records.MetricWriter(
         workdir, enabled=is_main, resume_step=start if restored is not None else None
     )
