@@ -2,7 +2,9 @@
 
     python benchmarks/remedies.py [--rows rows.jsonl] [--root /tmp/wgan_remedies]
         [--num_iterations 100] [--log_every 5] [--dataset_size 500] [--only collapse,spectral,...]
-    python benchmarks/remedies.py --table_from rows.jsonl   # reprint the table and the grid
+    python benchmarks/remedies.py --table_from rows.jsonl [--rediagnose]
+        # reprint the table and the grid (--rediagnose: diagnose the rows' workdirs again with
+        # today's health rules)
 
 Every row trains `configs/dcgan_collapse.py` (64x64 RGBA digit sprites, logistic loss,
 BatchNorm + sigmoid discriminator, discriminator lr 10x the generator's) or, for the
@@ -126,6 +128,8 @@ def main() -> None:
                       iterations=100)
     parser.add_argument("--grid", default="",
                         help="comparison PNG (default: ROOT/remedies.png, or next to --table_from)")
+    parser.add_argument("--rediagnose", action="store_true",
+                        help="with --table_from: diagnose each row's workdir again")
     parser.add_argument("--dataset_size", type=int, default=500)
     parser.add_argument("--log_every", type=int, default=5,
                         help="metric rows every N iterations (the health rules count rows)")
@@ -135,6 +139,13 @@ def main() -> None:
         order = {r[0]: i for i, r in enumerate(ROWS)}  # rows files may come from parallel runs
         rows = sorted(read_rows(args.table_from), key=lambda r: order.get(r["row"], len(order)))
         grid = args.grid or os.path.splitext(args.table_from)[0] + ".png"
+        if args.rediagnose:
+            for row in rows:
+                if not os.path.isdir(row["workdir"]):
+                    print(f"error: --rediagnose: row {row['row']}'s workdir {row['workdir']} "
+                          "is gone", file=sys.stderr)
+                    sys.exit(2)
+                row["diagnosis"] = diagnosis(row["workdir"])
     else:
         from wgan_jax.cli import setup_logging
 

@@ -6,10 +6,13 @@ Compiles the step, runs warm-up iterations, then times `--iters` iterations, blo
 one, and reports the median and minimum seconds per generator iteration, the compile time,
 XLA's FLOP count of one iteration, the achieved FLOP/s against the machine's measured matmul
 peak, and the host overhead: the time a call takes to return before the device finishes
-(dispatch), measured over pipelined calls. XLA's cost analysis counts a loop body once, so
-the FLOPs are counted on the same step with the critic loop unrolled (the timed step keeps the
-loop), by default on the lowered program (`count_flops(compiled=False)`: no second
-compilation, which for the ResNet takes minutes; `--compiled_flops` counts the compiled one).
+(dispatch), measured over pipelined calls. The FLOPs are the network's own (`model_flops`):
+XLA's cost analysis of the same step with the critic loop unrolled (the analysis counts a
+loop body once; the timed step keeps the loop) and every convolution as XLA's own
+(`conv_impl="xla"`), so that neither a rewrite's extra or dead work nor the framework changes
+the count, which then applies to PyTorch's identical networks too. It is read from the lowered
+program (no second compilation, which for the ResNet takes minutes); `--compiled_flops`
+compiles it.
 Real batches are resident on the devices, so the input pipeline is not timed here (see
 benchmarks/input_pipeline.py).
 """
@@ -68,6 +71,28 @@ def matmul_peak(sizes: tuple[int, ...] = (512, 1024, 2048), repeats: int = 5) ->
     return best
 
 
+def model_flops(config, compiled: bool = False) -> float:
+    """FLOPs of one generator iteration of `config`'s network (module docstring), on one
+    device; `compiled` counts the optimised program (slow for large models)."""
+    import jax
+    import numpy as np
+
+    from wgan_jax.config import data_shape
+    from wgan_jax.state import create_train_state
+    from wgan_jax.step import StepConfig, make_mesh, make_train_step
+    from wgan_jax.train import build_gan
+
+    config = config.copy_and_resolve_references()
+    config.model.conv_impl = "xla"
+    shape = data_shape(config)
+    gan = build_gan(config)
+    state = jax.eval_shape(lambda: create_train_state(gan, shape, 0, config.ema_decay > 0))
+    real = jax.ShapeDtypeStruct((config.n_critic, config.global_batch_size, *shape), np.float32)
+    step = make_train_step(StepConfig.from_config(config), make_mesh(jax.devices()[:1]), gan,
+                           unroll_critic=True)
+    return count_flops(step, state, real, compiled=compiled)
+
+
 def measure(config, iters: int, warmup: int, compiled_flops: bool = False) -> dict:
     """Compiles and times `config`'s train step on all local devices."""
     import jax
@@ -93,8 +118,7 @@ def measure(config, iters: int, warmup: int, compiled_flops: bool = False) -> di
     t0 = time.perf_counter()
     compiled = step.lower(state, real).compile()
     compile_seconds = time.perf_counter() - t0
-    unrolled = make_train_step(StepConfig.from_config(config), mesh, gan, unroll_critic=True)
-    flops = count_flops(unrolled, state, real, compiled=compiled_flops)
+    flops = model_flops(config, compiled_flops)
     for _ in range(warmup):
         state, metrics = compiled(state, real)
     jax.block_until_ready(state)

@@ -4,6 +4,7 @@ script (benchmarks/, configs/) as a module."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +37,16 @@ def run_python(code: str, devices: int = 1, timeout: float = 1800, cwd: str | No
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
         env=env, cwd=cwd or REPO,
     )
+
+
+def run_json(code: str, *argv: str, devices: int = 1, timeout: float = 1800):
+    """Runs `code` with `sys.argv[1:] = argv` on `devices` CPU devices in a fresh interpreter,
+    fails the test with its stderr if it fails, and returns the JSON of its last stdout line:
+    the harness of the 1-vs-8-device tests (each runs its cases once per device count)."""
+    result = run_python(f"import sys; sys.argv = ['x', *{list(argv)!r}]\n" + code,
+                        devices=devices, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def run_module(args: list[str], devices: int = 1, timeout: float = 1800, cwd: str | None = None):

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_python
+from conftest import run_json
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -70,10 +70,7 @@ def first_iteration():
     out = {}
     for devices in (1, 8):
         cases = CASES if devices == 1 else {k: CASES[k] for k in ACROSS_DEVICES}
-        code = f"import sys; sys.argv = ['x', {json.dumps(json.dumps(cases))}]\n" + RUN
-        result = run_python(code, devices=devices)
-        assert result.returncode == 0, result.stderr[-3000:]
-        out[devices] = json.loads(result.stdout.strip().splitlines()[-1])
+        out[devices] = run_json(RUN, json.dumps(cases), devices=devices)
     return out
 
 

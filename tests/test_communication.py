@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_python
+from conftest import run_json
 
 CODE = r"""
 import json, sys
@@ -46,10 +46,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def stats():
-    code = f"import sys; sys.argv = ['x', {json.dumps(json.dumps(CASES))}]\n" + CODE
-    result = run_python(code, devices=8)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return run_json(CODE, json.dumps(CASES), devices=8)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_python
+from conftest import run_json
 
 from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.errors import ConfigError
@@ -60,13 +60,7 @@ print(json.dumps(results))
 
 @pytest.fixture(scope="module")
 def first_iterations():
-    out = {}
-    for devices in (1, 8):
-        code = f"import sys; sys.argv = ['x', {json.dumps(json.dumps(CASES))}]\n" + RUN
-        result = run_python(code, devices=devices)
-        assert result.returncode == 0, result.stderr[-3000:]
-        out[devices] = json.loads(result.stdout.strip().splitlines()[-1])
-    return out
+    return {devices: run_json(RUN, json.dumps(CASES), devices=devices) for devices in (1, 8)}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import run_python
+from conftest import run_json
 
 RUN = r"""
 import json, sys
@@ -64,13 +64,8 @@ CASES = {
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("exact")
-    metrics = {}
-    for devices in (1, 8):
-        code = f"import sys; sys.argv = ['x', {json.dumps(json.dumps(CASES))}, " \
-               f"{str(out / f'd{devices}_')!r}]\n" + RUN
-        result = run_python(code, devices=devices)
-        assert result.returncode == 0, result.stderr[-3000:]
-        metrics[devices] = json.loads(result.stdout.strip().splitlines()[-1])
+    metrics = {devices: run_json(RUN, json.dumps(CASES), str(out / f"d{devices}_"),
+                                 devices=devices) for devices in (1, 8)}
     return out, metrics
 
 

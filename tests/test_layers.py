@@ -208,3 +208,40 @@ def test_down_row_pairs_weight_gradient_is_a_row_major_product(monkeypatch):
     hlo = grad.lower(params, x).compile().as_text()
     assert " dot(" in hlo or "__ynn_fusion" in hlo
     assert "lhs_contracting_dims={0}" not in hlo
+
+
+@pytest.mark.parametrize("k,size,cin,cout", [(3, 5, 3, 4), (3, 8, 4, 2), (1, 6, 3, 5)])
+def test_same_conv_impls_match_nn_conv(k, size, cin, cout):
+    """`SameConv` (the ResNet's layers) is ``nn.Conv(padding="SAME")`` with the same
+    parameters, and its "matmul" impl's custom VJP gives the same values, input and parameter
+    gradients and penalty double backward as XLA's own derivatives."""
+    x = jax.random.normal(jax.random.key(0), (2, size, size + 1, cin))
+    ref = nn.Conv(cout, (k, k), padding="SAME")
+    params = jax.tree.map(lambda p: p + 0.1, ref.init(jax.random.key(1), x))
+    for impl in ("xla", "matmul", "auto"):
+        tree = layers.SameConv(cout, k, impl=impl).init(jax.random.key(1), x)
+        assert jax.tree.map(jnp.shape, tree) == jax.tree.map(jnp.shape, params)
+    expected = _derivatives(ref, params, x)
+    for impl in ("xla", "matmul"):
+        _close(_derivatives(layers.SameConv(cout, k, impl=impl), params, x), expected)
+    with pytest.raises(ValueError, match="odd kernel"):
+        layers.same_conv(x, jnp.zeros((2, 2, cin, cout)))
+
+
+def test_same_conv_matmul_derivatives_have_no_slow_convolutions():
+    """The compiled penalty double backward of the "matmul" impl holds only forward-layout
+    convolutions (b01f_01io->b01f): none of XLA:CPU's weight-gradient or transposed-kernel
+    ones, which it runs as naive loops."""
+    import re
+
+    x = jnp.ones((2, 8, 8, 4))
+    module = layers.SameConv(4, 3, impl="matmul")
+    params = module.init(jax.random.key(0), x)
+
+    def penalty(p, x):
+        g = jax.grad(lambda x: jnp.sum(jnp.tanh(module.apply(p, x))))(x)
+        return jnp.sum(g**2)
+
+    hlo = jax.jit(jax.grad(penalty)).lower(params, x).compile().as_text()
+    labels = set(re.findall(r"convolution\(.*dim_labels=([^,\s]+)", hlo))
+    assert labels == {"b01f_01io->b01f"}, labels

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_python
+from conftest import run_json
 from test_resume import _script, assert_bitwise_equal, final_state, make_config
 
 from wgan_jax import train
@@ -23,7 +23,7 @@ from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.errors import ConfigError
 from wgan_jax.models import build_builtin_models
 from wgan_jax.models.dcgan import DCGANCritic
-from wgan_jax.models.layers import DownConv
+from wgan_jax.models.layers import DownConv, SameConv
 from wgan_jax.models.mlp import MLPCritic
 from wgan_jax.models.resnet import ResNetCritic
 from wgan_jax.models.spectral import SPECTRAL_COLLECTION
@@ -35,7 +35,8 @@ def applied_kernels(critic: nn.Module, variables, x) -> dict[str, np.ndarray]:
 
     def record(next_fun, args, kwargs, context):
         m = context.module
-        if context.method_name == "__call__" and isinstance(m, (nn.Dense, nn.Conv, DownConv)):
+        if context.method_name == "__call__" and isinstance(m, (nn.Dense, nn.Conv, DownConv,
+                                                                 SameConv)):
             found["/".join(m.scope.path)] = np.asarray(m.get_variable("params", "kernel"))
         return next_fun(*args, **kwargs)
 
@@ -207,13 +208,8 @@ def _restore(case: str, path) -> dict:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("sn")
-    first = {}
-    for devices in (1, 8):
-        code = (f"import sys; sys.argv = ['x', {json.dumps(json.dumps(CASES))}, "
-                f"{str(out / f'd{devices}_')!r}]\n" + RUN)
-        result = run_python(code, devices=devices)
-        assert result.returncode == 0, result.stderr[-3000:]
-        first[devices] = json.loads(result.stdout.strip().splitlines()[-1])
+    first = {devices: run_json(RUN, json.dumps(CASES), str(out / f"d{devices}_"),
+                               devices=devices) for devices in (1, 8)}
     return out, first
 
 

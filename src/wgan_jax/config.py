@@ -93,7 +93,10 @@ def get_config_schema() -> ml_collections.ConfigDict:
     c.model.generator_norm = "none"  # "batch" (cross-replica) or "none"
     c.model.critic_norm = "none"  # "none", "layer", "spectral"; "batch" only without a penalty
     c.model.critic_output = "linear"  # "sigmoid" only for the classic DCGAN baseline
-    c.model.conv_impl = "auto"  # stride-2 convs: "auto", "matmul", "s2d" or "xla" (same function)
+    # How convolutions are computed (the same function): "auto", "matmul", "s2d" or "xla"; see
+    # wgan_jax.models.layers (dcgan: its 4x4 stride-2 convs; resnet: the derivatives of its
+    # stride-1 convs).
+    c.model.conv_impl = "auto"
     # "projection": class-conditional (projection critic, conditional BatchNorm / label
     # embedding in the generator); needs a dataset with labels (digits, stacked_digits,
     # tfds:NAME with data_label, folder:/path with folder_classes).

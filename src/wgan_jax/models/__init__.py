@@ -105,7 +105,8 @@ def build_builtin_models(config: ml_collections.ConfigDict) -> tuple[nn.Module, 
     return (
         ResNetGenerator(
             config.image_size, config.num_channels, m.width, m.generator_norm, dtype=dtype,
-            num_classes=classes,
+            num_classes=classes, conv_impl=m.conv_impl,
         ),
-        ResNetCritic(m.width, m.critic_norm, dtype=dtype, num_classes=classes),
+        ResNetCritic(m.width, m.critic_norm, dtype=dtype, num_classes=classes,
+                     conv_impl=m.conv_impl),
     )

@@ -12,6 +12,10 @@ With `num_classes > 0` both take `(inputs, labels)` (Miyato & Koyama 2018's ResN
 generator blocks' BatchNorms become conditional (a gain and bias per class; the last BatchNorm
 stays plain) and the critic a projection critic on its pooled features
 (`wgan_jax.models.conditional`).
+Every convolution is a `layers.SameConv` with the model's `conv_impl` (on CPU by default its
+derivatives avoid XLA:CPU's slow weight-gradient convolutions), named as Flax names
+``nn.Conv`` layers (``Conv_0``, ``Conv_1``, ... per module), so the parameter tree is the one
+``nn.Conv`` builds.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from wgan_jax.models.conditional import generator_batch_norm, projection_score, split_inputs
+from wgan_jax.models.layers import SameConv
 from wgan_jax.models.spectral import CRITIC_NORMS, critic_layer
 
 
@@ -44,12 +49,20 @@ def mean_pool(x: jax.Array) -> jax.Array:
     return x.reshape(n, h // 2, 2, w // 2, 2, c).mean(axis=(2, 4))
 
 
+def _conv_factory(features: int, impl: str, use_bias: bool, dtype: jnp.dtype):
+    """`k -> SameConv` named Conv_0, Conv_1, ... in call order, as Flax names ``nn.Conv``."""
+    count = iter(range(1_000))
+    return lambda k: SameConv(features, k, impl=impl, use_bias=use_bias, dtype=dtype,
+                              name=f"Conv_{next(count)}")
+
+
 class _GenBlock(nn.Module):
     features: int
     norm: str
     axis_name: str | None
     dtype: jnp.dtype
     num_classes: int = 0
+    conv_impl: str = "auto"
 
     def _norm(self, h: jax.Array, train: bool, labels: jax.Array | None) -> jax.Array:
         if self.norm != "batch":
@@ -59,9 +72,7 @@ class _GenBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool, labels: jax.Array | None = None) -> jax.Array:
-        bias = self.norm != "batch"
-        conv = lambda k: nn.Conv(self.features, (k, k), padding="SAME", use_bias=bias,  # noqa: E731
-                                 dtype=self.dtype)
+        conv = _conv_factory(self.features, self.conv_impl, self.norm != "batch", self.dtype)
         shortcut = upsample(conv(1)(x))  # a 1x1 conv commutes with nearest upsampling
         h = upsample(nn.relu(self._norm(x, train, labels)))
         h = conv(3)(h)
@@ -79,6 +90,7 @@ class ResNetGenerator(nn.Module):
     axis_name: str | None = "data"
     dtype: jnp.dtype = jnp.float32
     num_classes: int = 0  # > 0: conditional BatchNorm in the blocks (needs norm="batch")
+    conv_impl: str = "auto"  # `layers.SameConv`'s impl
 
     @nn.compact
     def __call__(self, z: jax.Array, train: bool = True) -> jax.Array:
@@ -89,7 +101,7 @@ class ResNetGenerator(nn.Module):
         h = h.reshape(z.shape[0], 4, 4, self.width)
         for i in range(n):
             h = _GenBlock(self.width, self.norm, self.axis_name, self.dtype, self.num_classes,
-                          name=f"block_{i}")(h, train, labels)
+                          self.conv_impl, name=f"block_{i}")(h, train, labels)
             self.sow("intermediates", f"block_{i}", h)
         if self.norm == "batch":
             h = nn.BatchNorm(
@@ -98,7 +110,7 @@ class ResNetGenerator(nn.Module):
             )(h)
         h = nn.relu(h)
         self.sow("intermediates", "relu_out", h)
-        h = nn.Conv(self.channels, (3, 3), padding="SAME", dtype=self.dtype)(h)
+        h = SameConv(self.channels, 3, impl=self.conv_impl, dtype=self.dtype, name="Conv_0")(h)
         out = jnp.tanh(h.astype(jnp.float32))
         self.sow("intermediates", "tanh", out)
         return out
@@ -110,6 +122,7 @@ class _CriticBlock(nn.Module):
     norm: str
     dtype: jnp.dtype
     axis_name: str | None
+    conv_impl: str = "auto"
 
     def _act(self, h: jax.Array) -> jax.Array:
         if self.norm == "layer":
@@ -118,8 +131,10 @@ class _CriticBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        make = _conv_factory(self.features, self.conv_impl, True, self.dtype)
+
         def conv(k: int):
-            layer = nn.Conv(self.features, (k, k), padding="SAME", dtype=self.dtype)
+            layer = make(k)
             return lambda h: critic_layer(
                 layer, h, norm=self.norm, train=train, axis_name=self.axis_name
             )
@@ -145,6 +160,7 @@ class ResNetCritic(nn.Module):
     dtype: jnp.dtype = jnp.float32
     axis_name: str | None = "data"  # the data-parallel axis (spectral norm's state only)
     num_classes: int = 0
+    conv_impl: str = "auto"  # `layers.SameConv`'s impl
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
@@ -158,7 +174,8 @@ class ResNetCritic(nn.Module):
         kinds = ["first"] + ["down"] * (n - 1) + ["none", "none"]
         for i, kind in enumerate(kinds):
             h = _CriticBlock(
-                self.width, kind, self.norm, self.dtype, self.axis_name, name=f"block_{i}"
+                self.width, kind, self.norm, self.dtype, self.axis_name, self.conv_impl,
+                name=f"block_{i}"
             )(h, train)
         h = nn.relu(h).mean(axis=(1, 2))
         out = critic_layer(
