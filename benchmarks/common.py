@@ -49,13 +49,16 @@ def config_value(config: Mapping, key: str) -> object:
     return node
 
 
-def train_timed(config, workdir: str) -> dict:
-    """Trains `config` from scratch in `workdir` (removed first) in this process: the training
-    wall time, the process CPU time (all threads) and the 1-minute load average before and
-    after (the machine may be shared)."""
+def train_timed(config, workdir: str, continue_from: str = "") -> dict:
+    """Trains `config` from scratch in `workdir` (removed first) in this process, or, with
+    `continue_from`, from a copy of that shorter run's workdir (exact resume; the times are
+    the continuation's): the training wall time, the process CPU time (all threads) and the
+    1-minute load average before and after (the machine may be shared)."""
     from wgan_jax.train import train_and_evaluate
 
     shutil.rmtree(workdir, ignore_errors=True)
+    if continue_from:
+        shutil.copytree(continue_from, workdir, ignore=shutil.ignore_patterns(".lock"))
     load_before = os.getloadavg()[0]
     t0, c0 = time.monotonic(), time.process_time()
     result = train_and_evaluate(config, workdir)

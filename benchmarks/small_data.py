@@ -1,7 +1,8 @@
 """Small-data `digits` with and without DiffAugment: prints a Markdown table.
 
     python benchmarks/small_data.py [--sizes 100,300,1500] [--num_iterations 1500]
-        [--policy translation,cutout,color] [--rows rows.jsonl] [--root /tmp/wgan_small_data]
+        [--policy translation,cutout,color] [--continue_from 10000]
+        [--rows rows.jsonl] [--root /tmp/wgan_small_data]
     python benchmarks/small_data.py --table_from rows.jsonl   # reprint the table
 
 Trains `configs/digits.py` (WGAN-GP DCGAN, 16x16 grey digits) on the first N digits of the
@@ -55,9 +56,12 @@ def run_row(size: int, augment: str, args: argparse.Namespace) -> dict:
     policy = "_" + augment.replace(",", "_") if augment else ""
     name = f"digits{size}_{config.num_iterations}{policy}"
     workdir = os.path.join(args.root, name)
-    timing = train_timed(config, workdir)
+    shorter = (os.path.join(args.root, f"digits{size}_{args.continue_from}{policy}")
+               if args.continue_from else "")
+    timing = train_timed(config, workdir, shorter)
     config, gan, state, step = load_run(workdir, "latest")
     row = {"row": name, "config": "digits", "overrides": overrides,
+           "continued_from": args.continue_from,
            "dataset_size": size, "augment": augment, "step": step, "workdir": workdir,
            **timing, **heldout_metrics(config, gan, state, seed=0),
            **memorised_metrics(config)}
@@ -105,6 +109,9 @@ def main() -> None:
                         help="which runs of each size (two invocations can run side by side)")
     parser.add_argument("--policy", default=AUGMENT, help="the DiffAugment policy of the "
                         "augmented runs")
+    parser.add_argument("--continue_from", type=int, default=0,
+                        help="continue each run from the same run of this many iterations "
+                        "under --root (a copy of its workdir; times are the continuation's)")
     add_row_arguments(parser, "/tmp/wgan_small_data",
                       "only print the table of the rows in this JSONL (no training)")
     args = parser.parse_args()
