@@ -228,20 +228,32 @@ def test_same_conv_impls_match_nn_conv(k, size, cin, cout):
         layers.same_conv(x, jnp.zeros((2, 2, cin, cout)))
 
 
-def test_same_conv_matmul_derivatives_have_no_slow_convolutions():
-    """The compiled penalty double backward of the "matmul" impl holds only forward-layout
-    convolutions (b01f_01io->b01f): none of XLA:CPU's weight-gradient or transposed-kernel
-    ones, which it runs as naive loops."""
+def test_resnet_step_keeps_every_convolution_in_forward_layout():
+    """In a compiled ResNet train step (penalty double backward inside `shard_map`), XLA's own
+    derivatives bring weight-gradient (`f01b_i01o->...`) and transposed-kernel (`..._01oi->`)
+    convolutions, which XLA:CPU runs as naive loops; with `SameConv`'s "matmul" impl only
+    forward-layout ones (`b01f_01io->b01f`) remain."""
     import re
 
-    x = jnp.ones((2, 8, 8, 4))
-    module = layers.SameConv(4, 3, impl="matmul")
-    params = module.init(jax.random.key(0), x)
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
-    def penalty(p, x):
-        g = jax.grad(lambda x: jnp.sum(jnp.tanh(module.apply(p, x))))(x)
-        return jnp.sum(g**2)
+    from wgan_jax.config import apply_overrides, data_shape, get_config_schema
+    from wgan_jax.state import create_train_state
+    from wgan_jax.step import StepConfig, make_mesh, make_train_step
+    from wgan_jax.train import build_gan
 
-    hlo = jax.jit(jax.grad(penalty)).lower(params, x).compile().as_text()
-    labels = set(re.findall(r"convolution\(.*dim_labels=([^,\s]+)", hlo))
-    assert labels == {"b01f_01io->b01f"}, labels
+    def conv_labels(impl: str) -> set[str]:
+        c = get_config_schema()
+        apply_overrides(c, {"dataset": "digits", "image_size": 16, "num_channels": 1,
+                            "model.kind": "resnet", "model.width": 8, "global_batch_size": 4,
+                            "n_critic": 1, "model.conv_impl": impl, "diagnostics.level": "off"})
+        mesh, shape, gan = make_mesh(), data_shape(c), build_gan(c)
+        state = jax.eval_shape(lambda: create_train_state(gan, shape, 0, False))
+        real = jax.ShapeDtypeStruct((1, 4, *shape), jnp.float32,
+                                    sharding=NamedSharding(mesh, P(None, "data")))
+        hlo = make_train_step(StepConfig.from_config(c), mesh, gan).lower(state, real)
+        return set(re.findall(r"convolution\(.*dim_labels=([^,\s]+)", hlo.compile().as_text()))
+
+    assert {"f01b_i01o->01bf", "b01f_01oi->b01f"} <= conv_labels("xla")
+    assert conv_labels("matmul") == {"b01f_01io->b01f"}

@@ -319,20 +319,21 @@ def _same_conv_fast_bwd(precision: Any, residuals: tuple, dy: jax.Array) -> tupl
     # convolution's dimension numbers they would make it a slow transposed-kernel one again.
     flipped = lax.optimization_barrier(kernel[::-1, ::-1].transpose(0, 1, 3, 2))
     kh, kw = kernel.shape[:2]
-    dx = _same_conv_fast(dy, flipped, precision)
-    dk = _same_weight_grad(x, dy, kh, kw, precision).astype(kernel.dtype)
-    return _sum_to_primal(dx, x), _sum_to_primal(dk, kernel)
+    return (_same_conv_fast(dy, flipped, precision),
+            _same_weight_grad(x, dy, kh, kw, precision).astype(kernel.dtype))
 
 
-def _sum_to_primal(cotangent: jax.Array, primal: jax.Array) -> jax.Array:
-    """Inside `shard_map`: the cotangent summed over the mesh axes it varies along and its
-    primal does not (a replicated kernel's gradient from per-device data), as JAX's own
-    transpose of the implicit broadcast does; unchanged elsewhere."""
+def _varying_alike(*arrays: jax.Array) -> list[jax.Array]:
+    """Inside `shard_map`: `arrays` cast to vary along every manual mesh axis any of them varies
+    along (a replicated kernel meeting per-device data), so that a custom VJP's cotangents have
+    their primals' types; JAX's transpose of the cast then sums a kernel's gradient over the
+    data axis, and only where that gradient is wanted. Unchanged elsewhere."""
     def vma(a: jax.Array) -> frozenset:  # jax >= 0.8: the manual axes the value varies along
         return frozenset(getattr(getattr(jax.typeof(a), "manual_axis_type", None), "varying", ()))
 
-    extra = tuple(sorted(vma(cotangent) - vma(primal)))
-    return lax.psum(cotangent, extra) if extra else cotangent
+    union = frozenset().union(*map(vma, arrays))
+    return [lax.pcast(a, tuple(sorted(union - vma(a))), to="varying") if union - vma(a) else a
+            for a in arrays]
 
 
 _same_conv_fast.defvjp(_same_conv_fast_fwd, _same_conv_fast_bwd)
@@ -346,7 +347,7 @@ def same_conv(x: jax.Array, kernel: jax.Array, impl: str = "auto", precision: An
     if kh % 2 == 0 or kw % 2 == 0:
         raise ValueError(f"SameConv needs an odd kernel size, got {kh}x{kw}")
     if resolve_impl(impl) == "matmul":
-        return _same_conv_fast(x, kernel, precision)
+        return _same_conv_fast(*_varying_alike(x, kernel), precision)
     return _conv(x, kernel, 1, "SAME", 1, precision)
 
 
