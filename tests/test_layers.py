@@ -219,11 +219,12 @@ def test_same_conv_impls_match_nn_conv(k, size, cin, cout):
     ref = nn.Conv(cout, (k, k), padding="SAME")
     params = jax.tree.map(lambda p: p + 0.1, ref.init(jax.random.key(1), x))
     for impl in ("xla", "matmul", "auto"):
-        tree = layers.SameConv(cout, k, impl=impl).init(jax.random.key(1), x)
+        tree = layers.SameConv(cout, impl=impl, kernel_size=k).init(jax.random.key(1), x)
         assert jax.tree.map(jnp.shape, tree) == jax.tree.map(jnp.shape, params)
     expected = _derivatives(ref, params, x)
     for impl in ("xla", "matmul"):
-        _close(_derivatives(layers.SameConv(cout, k, impl=impl), params, x), expected)
+        _close(_derivatives(layers.SameConv(cout, impl=impl, kernel_size=k), params, x),
+               expected)
     with pytest.raises(ValueError, match="odd kernel"):
         layers.same_conv(x, jnp.zeros((2, 2, cin, cout)))
 

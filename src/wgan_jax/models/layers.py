@@ -351,38 +351,8 @@ def same_conv(x: jax.Array, kernel: jax.Array, impl: str = "auto", precision: An
     return _conv(x, kernel, 1, "SAME", 1, precision)
 
 
-class SameConv(nn.Module):
-    """``nn.Conv(features, (k, k), padding="SAME")`` on NHWC for odd k, with `same_conv`'s
-    impls. Attributes: features, kernel_size (k), impl, use_bias, dtype, param_dtype,
-    precision, kernel_init, bias_init. Parameters exactly as ``nn.Conv``'s."""
-
-    features: int
-    kernel_size: int = 3
-    impl: str = "auto"
-    use_bias: bool = True
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
-    precision: Any = None
-    kernel_init: Initializer = nn.initializers.lecun_normal()
-    bias_init: Initializer = nn.initializers.zeros_init()
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        resolve_impl(self.impl)
-        if x.ndim != 4:
-            raise ValueError(f"expected NHWC input, got shape {x.shape}")
-        k = self.kernel_size
-        kernel = self.param("kernel", self.kernel_init, (k, k, x.shape[-1], self.features),
-                            self.param_dtype)
-        bias = (self.param("bias", self.bias_init, (self.features,), self.param_dtype)
-                if self.use_bias else None)
-        x, kernel, bias = nn.dtypes.promote_dtype(x, kernel, bias, dtype=self.dtype)
-        y = same_conv(x, kernel, self.impl, self.precision)
-        return y if bias is None else y + bias
-
-
-class _StridedConv(nn.Module):
-    """Shared attributes and parameters of `DownConv` and `UpConv`."""
+class _Conv(nn.Module):
+    """Shared attributes and parameters of `SameConv`, `DownConv` and `UpConv`."""
 
     features: int
     impl: str = "auto"
@@ -393,12 +363,13 @@ class _StridedConv(nn.Module):
     kernel_init: Initializer = nn.initializers.lecun_normal()
     bias_init: Initializer = nn.initializers.zeros_init()
 
-    def _params(self, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    def _params(self, x: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+        """(x, kernel [k, k, C, features], bias or None), promoted to the compute dtype."""
         resolve_impl(self.impl)
         if x.ndim != 4:
             raise ValueError(f"expected NHWC input, got shape {x.shape}")
         kernel = self.param(
-            "kernel", self.kernel_init, (4, 4, x.shape[-1], self.features), self.param_dtype
+            "kernel", self.kernel_init, (k, k, x.shape[-1], self.features), self.param_dtype
         )
         bias = (
             self.param("bias", self.bias_init, (self.features,), self.param_dtype)
@@ -409,7 +380,20 @@ class _StridedConv(nn.Module):
         return x, kernel, bias
 
 
-class DownConv(_StridedConv):
+class SameConv(_Conv):
+    """``nn.Conv(features, (k, k), padding="SAME")`` on NHWC for odd k = `kernel_size`, with
+    `same_conv`'s impls. Other attributes as `DownConv`. Parameters exactly as ``nn.Conv``'s."""
+
+    kernel_size: int = 3
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x, kernel, bias = self._params(x, self.kernel_size)
+        y = same_conv(x, kernel, self.impl, self.precision)
+        return y if bias is None else y + bias
+
+
+class DownConv(_Conv):
     """PyTorch ``Conv2d(kernel_size=4, stride=2, padding=1)`` on NHWC: [N,H,W,C] -> [N,H/2,W/2,F].
 
     Attributes: features, impl ("auto" default, "matmul", "s2d" or "xla"), use_bias,
@@ -418,12 +402,12 @@ class DownConv(_StridedConv):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x, kernel, bias = self._params(x)
+        x, kernel, bias = self._params(x, 4)
         y = down_conv(x, kernel, self.impl, self.precision)
         return y if bias is None else y + bias
 
 
-class UpConv(_StridedConv):
+class UpConv(_Conv):
     """PyTorch ``ConvTranspose2d(kernel_size=4, stride=2, padding=1)`` on NHWC: -> [N,2H,2W,F].
 
     Attributes as `DownConv`. Parameters as ``nn.ConvTranspose`` (``transpose_kernel=False``);
@@ -432,6 +416,6 @@ class UpConv(_StridedConv):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x, kernel, bias = self._params(x)
+        x, kernel, bias = self._params(x, 4)
         y = up_conv(x, kernel, self.impl, self.precision)
         return y if bias is None else y + bias

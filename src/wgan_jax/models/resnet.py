@@ -52,8 +52,8 @@ def mean_pool(x: jax.Array) -> jax.Array:
 def _conv_factory(features: int, impl: str, use_bias: bool, dtype: jnp.dtype):
     """`k -> SameConv` named Conv_0, Conv_1, ... in call order, as Flax names ``nn.Conv``."""
     count = iter(range(1_000))
-    return lambda k: SameConv(features, k, impl=impl, use_bias=use_bias, dtype=dtype,
-                              name=f"Conv_{next(count)}")
+    return lambda k: SameConv(features, impl=impl, use_bias=use_bias, dtype=dtype,
+                              kernel_size=k, name=f"Conv_{next(count)}")
 
 
 class _GenBlock(nn.Module):
@@ -110,7 +110,7 @@ class ResNetGenerator(nn.Module):
             )(h)
         h = nn.relu(h)
         self.sow("intermediates", "relu_out", h)
-        h = SameConv(self.channels, 3, impl=self.conv_impl, dtype=self.dtype, name="Conv_0")(h)
+        h = SameConv(self.channels, impl=self.conv_impl, dtype=self.dtype, name="Conv_0")(h)
         out = jnp.tanh(h.astype(jnp.float32))
         self.sow("intermediates", "tanh", out)
         return out
