@@ -104,23 +104,29 @@ def heldout_split(config) -> tuple[np.ndarray, np.ndarray]:
     return pool, np.setdiff1d(np.arange(n), pool)
 
 
-def heldout_metrics(config, gan, state, seed: int) -> dict:
+def heldout_metrics(config, gan, state, seed: int, memorised: bool = False) -> dict:
     """digits: metrics against the held-out split (`heldout_split`), generated and real.
 
     "heldout/*" are 1,500 generated samples against the held-out digits and "floor/*" the
     1,500 training-pool digits against them: the best a generator of the training pool can do
-    with these sample sizes. Features: the evaluation's own (`eval.features`; for RGBA sprites
-    the digit classifier on the alpha channel).
+    with these sample sizes. With `memorised`, "memorised/*" are the run's own `dataset_size`
+    training digits tiled to 1,500 samples: what a generator that copies its training set
+    scores. Features: the evaluation's own (`eval.features`; for RGBA sprites the digit
+    classifier on the alpha channel).
     """
     from wgan_jax.data.digits import digits_source
-    from wgan_jax.data.images import to_float
+    from wgan_jax.data.images import SubsetSource, to_float
     from wgan_jax.evaluation import evaluate_state, make_evaluator
 
     images = to_float(digits_source(config.image_size, config.num_channels).images)
     train_idx, test_idx = heldout_split(config)
     evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
     fake = evaluate_state(config, gan, state, seed, evaluator=evaluator, num_samples=len(train_idx))
-    return {**renamed("heldout", fake), **renamed("floor", evaluator(images[train_idx]))}
+    out = {**renamed("heldout", fake), **renamed("floor", evaluator(images[train_idx]))}
+    if memorised:
+        own = SubsetSource(range(len(images)), config.dataset_size).indices
+        out.update(renamed("memorised", evaluator(images[np.resize(own, len(train_idx))])))
+    return out
 
 
 def diagnosis(workdir: str) -> dict:

@@ -23,17 +23,14 @@ import argparse
 import json
 import os
 
-import numpy as np
 from common import (
     add_row_arguments,
     append_row,
     apply_overrides,
     heldout_metrics,
-    heldout_split,
     load_config,
     markdown_table,
     read_rows,
-    renamed,
     train_timed,
 )
 
@@ -63,24 +60,9 @@ def run_row(size: int, augment: str, args: argparse.Namespace) -> dict:
     row = {"row": name, "config": "digits", "overrides": overrides,
            "continued_from": args.continue_from,
            "dataset_size": size, "augment": augment, "step": step, "workdir": workdir,
-           **timing, **heldout_metrics(config, gan, state, seed=0),
-           **memorised_metrics(config)}
+           **timing, **heldout_metrics(config, gan, state, seed=0, memorised=True)}
     print(json.dumps(row), flush=True)
     return row
-
-
-def memorised_metrics(config) -> dict:
-    """"memorised/*": the run's own `dataset_size` training digits, tiled to 1,500 samples,
-    against the held-out digits (what a generator that copies its training set scores)."""
-    from wgan_jax.data.digits import digits_source
-    from wgan_jax.data.images import SubsetSource, to_float
-    from wgan_jax.evaluation import make_evaluator
-
-    images = to_float(digits_source(config.image_size, config.num_channels).images)
-    _, test_idx = heldout_split(config)
-    train_idx = SubsetSource(range(len(images)), config.dataset_size).indices
-    evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
-    return renamed("memorised", evaluator(images[np.resize(train_idx, 1500)]))
 
 
 def table(rows: list[dict]) -> str:
