@@ -10,8 +10,8 @@ sides alike. Each run reports the median seconds per iteration of its `--iters` 
 iterations (`--model_iters MODEL=ITERS[:WARMUP]` sets a model's own, e.g. 2 timed and 1
 warm-up for the ResNet, whose iteration takes tens of seconds); the table shows the median
 over rounds of each side, their ratio (PyTorch time / our time) with the per-round ratios,
-and both sides' achieved GFLOP/s and share of the matmul peak. The FLOP count is XLA's cost
-analysis of our (lowered) step; the PyTorch nets are the same networks
+and both sides' achieved GFLOP/s and share of the matmul peak. The FLOP count is the
+network's own (`train_step.model_flops`); the PyTorch nets are the same networks
 (tests/test_torch_reference.py), so the same count applies to both.
 """
 

@@ -20,6 +20,7 @@ derivatives avoid XLA:CPU's slow weight-gradient convolutions), named as Flax na
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import flax.linen as nn
@@ -51,7 +52,7 @@ def mean_pool(x: jax.Array) -> jax.Array:
 
 def _conv_factory(features: int, impl: str, use_bias: bool, dtype: jnp.dtype):
     """`k -> SameConv` named Conv_0, Conv_1, ... in call order, as Flax names ``nn.Conv``."""
-    count = iter(range(1_000))
+    count = itertools.count()
     return lambda k: SameConv(features, impl=impl, use_bias=use_bias, dtype=dtype,
                               kernel_size=k, name=f"Conv_{next(count)}")
 
