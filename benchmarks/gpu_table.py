@@ -8,6 +8,8 @@
     python benchmarks/gpu_table.py first --configs NAME,... --precisions P,... --label L --out DIR
     python benchmarks/gpu_table.py compare A.json B.json [--tol 1e-5]
     python benchmarks/gpu_table.py ckpt --phase train|resume --root DIR --label L [--config NAME]
+    python benchmarks/gpu_table.py quality [--configs toy_25gaussians,digits] [--seeds 2]
+        [--dtypes float32,bfloat16] [--precision default] [--json F]
 
 `table` times seconds per generator iteration in ONE process: each model's sides are built
 and compiled once (ours: the project's train step on one device, float32 at `--precision` and
@@ -28,6 +30,9 @@ platform, compares every config and precision (`compare`), then trains `--ckpt_c
 2 iterations on each platform (`ckpt --phase train`) and resumes both checkpoints for one more
 iteration on each platform (`ckpt --phase resume`): a CPU checkpoint resumed on the GPU must
 give the iteration the CPU gives, and the other way round (within `--tol` at "highest").
+`quality` trains each config in float32 and in bfloat16 compute (`compute_dtype`) for
+`--seeds` seeds on this platform and prints every evaluation metric of the final checkpoints,
+mean +- std per dtype: bfloat16's training quality against float32's.
 `--expect_platform gpu` makes the non-CPU side refuse to run anywhere but on a GPU (JAX falls
 back to the CPU with only a warning when its CUDA plugin fails). See docs/accelerators.md.
 """
@@ -456,6 +461,45 @@ def run_ckpt(args) -> None:
               f"{result['step']}", file=sys.stderr)
 
 
+def run_quality(args) -> None:
+    """Trains each config with each compute dtype and seed (this process, this platform),
+    evaluates the final checkpoint and prints mean +- std of every evaluation metric."""
+    from common import ms, train_timed
+
+    from wgan_jax.evaluation import evaluate_state, evaluator_for_data
+    from wgan_jax.runs import load_run
+
+    platform = check_platform(args.expect_platform)
+    rows = []
+    for name in args.configs.split(","):
+        for dtype in args.dtypes.split(","):
+            for seed in range(args.seeds):
+                config = load_config(name)
+                apply_overrides(config, {**dict(args.override), "compute_dtype": dtype,
+                                         "matmul_precision": args.precision, "seed": seed})
+                workdir = os.path.join(args.root, f"{name}_{dtype}_seed{seed}")
+                timing = train_timed(config, workdir)
+                config, gan, state, _ = load_run(workdir, "latest")
+                metrics = evaluate_state(config, gan, state, seed=seed,
+                                         evaluator=evaluator_for_data(config, seed=0))
+                rows.append({"config": name, "dtype": dtype, "seed": seed, **timing, **metrics})
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    print(f"{platform}, matmul precision {args.precision}, {args.seeds} seeds, final checkpoint")
+    for name in args.configs.split(","):
+        keys = sorted(k for k in rows[[r["config"] for r in rows].index(name)]
+                      if k.startswith("eval/"))
+        print(f"\n| {name} | " + " | ".join(k.removeprefix("eval/") for k in keys)
+              + " | train wall s |")
+        print("|---" * (len(keys) + 2) + "|")
+        for dtype in args.dtypes.split(","):
+            rs = [r for r in rows if r["config"] == name and r["dtype"] == dtype]
+            print(f"| {dtype} | " + " | ".join(ms([r[k] for r in rs], digits=3) for k in keys)
+                  + f" | {ms([r['wall_seconds'] for r in rs], digits=0)} |")
+
+
 def _sub(args: list[str], cpu: bool) -> None:
     """Runs this script with `args` in a fresh process, on the CPU when `cpu`."""
     env = dict(os.environ)
@@ -552,12 +596,19 @@ def main(argv: list[str] | None = None) -> None:
     x.add_argument("--ckpt_config", default="default")
     x.add_argument("--tol", type=float, default=1e-5)
     x.add_argument("--out", required=True)
+    q = sub.add_parser("quality", help="float32 vs bfloat16 sample quality, trained here")
+    common_flags(q)
+    q.add_argument("--configs", default="toy_25gaussians,digits")
+    q.add_argument("--dtypes", default="float32,bfloat16")
+    q.add_argument("--seeds", type=int, default=2)
+    q.add_argument("--root", default="/tmp/wgan_gpu_quality")
+    q.add_argument("--json", default="")
     args = parser.parse_args(argv)
     if getattr(args, "rounds", 1) < 1 or getattr(args, "iters", 1) < 1 or getattr(
             args, "warmup", 0) < 0:
         parser.error("--rounds and --iters must be >= 1, --warmup >= 0")
     {"table": run_table, "first": run_first, "compare": run_compare, "ckpt": run_ckpt,
-     "crosscheck": run_crosscheck}[args.mode](args)
+     "crosscheck": run_crosscheck, "quality": run_quality}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -108,3 +109,14 @@ def test_crosscheck_on_one_cpu_finds_every_difference_zero(tmp_path):
     resumed = json.loads((tmp_path / "ckpt" / "resume_cpu_on_accel.json").read_text())
     assert (resumed["start_step"], resumed["last_step"]) == (2, 3)
     assert out.stdout.count("| yes |") == 4
+
+
+def test_gpu_plan_script_refuses_an_unknown_step(tmp_path):
+    plan = os.path.join(REPO, "benchmarks", "gpu_plan.sh")
+    out = subprocess.run(["bash", plan, "9"], capture_output=True, text=True, timeout=300,
+                         cwd=REPO, env={**os.environ, "OUT": str(tmp_path)})
+    assert out.returncode == 2 and "error: step must be 1, 2 or 3, got 9" in out.stderr
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck:
+        check = subprocess.run([shellcheck, plan], capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout
