@@ -120,3 +120,21 @@ def test_gpu_plan_script_refuses_an_unknown_step(tmp_path):
     if shellcheck:
         check = subprocess.run([shellcheck, plan], capture_output=True, text=True)
         assert check.returncode == 0, check.stdout
+
+
+@pytest.mark.slow
+def test_quality_trains_both_dtypes_and_prints_their_metrics(tmp_path):
+    out = subprocess.run(
+        [sys.executable, SCRIPT, "quality", "--configs", "toy_25gaussians", "--seeds", "1",
+         "--override", "num_iterations=3", "--override", "eval.num_samples=200", *TINY,
+         "--root", str(tmp_path), "--json", str(tmp_path / "q.json")],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads((tmp_path / "q.json").read_text())
+    assert [(r["dtype"], r["last_step"]) for r in rows] == [("float32", 3), ("bfloat16", 3)]
+    lines = out.stdout.splitlines()
+    assert lines[2].startswith("| toy_25gaussians | high_quality | modes |")
+    assert [line.split("|")[1].strip() for line in lines[4:6]] == ["float32", "bfloat16"]
+    config = json.loads((tmp_path / "toy_25gaussians_bfloat16_seed0" / "config.json").read_text())
+    assert config["compute_dtype"] == "bfloat16"
