@@ -374,6 +374,9 @@ def run_first(args) -> None:
     for name in args.configs.split(","):
         for precision in args.precisions.split(","):
             config = load_config(name)
+            # Gradient norms too (the bench configs turn diagnostics off): Adam's normalised
+            # update would hide a wrong gradient scale in the losses of the first iteration.
+            config.diagnostics.level = "basic"
             apply_overrides(config, dict(args.override))
             config.matmul_precision = precision
             record = {"label": args.label, "platform": platform, "config": name,

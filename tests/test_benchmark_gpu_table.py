@@ -106,6 +106,8 @@ def test_crosscheck_on_one_cpu_finds_every_difference_zero(tmp_path):
     ]
     for r in rows:
         assert r["within"] and r["max_diff"] == 0.0 and r["metrics"] >= 10, r
+    first = json.loads((tmp_path / "first_accel_bench_toy_default.json").read_text())
+    assert {"grad_norm/critic", "grad_norm/generator"} <= set(first["iterations"][0])
     resumed = json.loads((tmp_path / "ckpt" / "resume_cpu_on_accel.json").read_text())
     assert (resumed["start_step"], resumed["last_step"]) == (2, 3)
     assert out.stdout.count("| yes |") == 4
