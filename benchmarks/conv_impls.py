@@ -25,6 +25,8 @@ import sys
 import time
 from collections.abc import Callable
 
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch shares the GPU
+
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -508,6 +508,8 @@ def _sub(args: list[str], cpu: bool) -> None:
     env = dict(os.environ)
     if cpu:
         env["JAX_PLATFORMS"] = "cpu"
+    print(f"{time.strftime('%H:%M:%S')} {'JAX_PLATFORMS=cpu ' if cpu else ''}gpu_table.py "
+          f"{' '.join(args)}", file=sys.stderr, flush=True)
     out = subprocess.run([sys.executable, os.path.abspath(__file__), *args], env=env,
                          capture_output=True, text=True)
     if out.returncode != 0:
