@@ -15,6 +15,7 @@ cpu_seconds_per_iteration (median process CPU time; steadier than wall time on a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -225,37 +226,48 @@ def flax_layout_shapes(module: nn.Module) -> list[tuple[int, ...]]:
 
 
 def eight_gaussians(batch: int, generator: torch.Generator) -> torch.Tensor:
-    """The reference 8-Gaussians batch: scale-2 centres + N(0, 0.02^2), divided by 1.414."""
+    """The reference 8-Gaussians batch: scale-2 centres + N(0, 0.02^2), divided by 1.414
+    (on the generator's device)."""
     s = 1.0 / math.sqrt(2.0)
+    device = generator.device
     centres = 2.0 * torch.tensor(
-        [(1, 0), (-1, 0), (0, 1), (0, -1), (s, s), (s, -s), (-s, s), (-s, -s)]
+        [(1, 0), (-1, 0), (0, 1), (0, -1), (s, s), (s, -s), (-s, s), (-s, -s)], device=device
     )
-    idx = torch.randint(0, 8, (batch,), generator=generator)
-    points = centres[idx] + 0.02 * torch.randn(batch, 2, generator=generator)
+    idx = torch.randint(0, 8, (batch,), generator=generator, device=device)
+    points = centres[idx] + 0.02 * torch.randn(batch, 2, generator=generator, device=device)
     return points / 1.414
 
 
 def gradient_penalty(critic: nn.Module, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
     """Two-sided penalty E[(||grad D(x_hat)|| - 1)^2] at random interpolates, differentiable."""
-    alpha = torch.rand(real.shape[0], *([1] * (real.dim() - 1)))
+    alpha = torch.rand(real.shape[0], *([1] * (real.dim() - 1)), device=real.device)
     x_hat = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
     (grads,) = torch.autograd.grad(critic(x_hat).sum(), x_hat, create_graph=True)
     return ((grads.flatten(1).norm(dim=1) - 1) ** 2).mean()
 
 
 class Trainer:
-    """Holds both nets and optimizers; `iteration` runs one generator iteration."""
+    """Holds both nets and optimizers; `iteration` runs one generator iteration.
 
-    def __init__(self, model: str, setting: Setting, seed: int = 0) -> None:
+    `device`: where the nets and batches live ("cpu", "cuda"). `compiled`: the nets' own
+    passes (generator, critic on real and fake, the generator's loss) go through
+    `torch.compile`; the penalty's double backward runs the same critic eagerly, because
+    torch.compile does not support double backward (pytorch/pytorch#183603, #181581).
+    """
+
+    def __init__(self, model: str, setting: Setting, seed: int = 0, device: str = "cpu",
+                 compiled: bool = False) -> None:
         torch.manual_seed(seed)
-        self.model, self.setting = model, setting
-        self.gen = torch.Generator().manual_seed(seed + 1)
-        self.generator, self.critic = build_models(model)
+        self.model, self.setting, self.device = model, setting, device
+        self.gen = torch.Generator(device=device).manual_seed(seed + 1)
+        self.generator, self.critic = (m.to(device) for m in build_models(model))
+        self.g_fwd = torch.compile(self.generator) if compiled else self.generator
+        self.d_fwd = torch.compile(self.critic) if compiled else self.critic
         if model != "toy":
             # Synthetic images in [-1, 1]: the benchmark times the step, not data loading.
             size, channels, _ = IMAGES[model]
             shape = (setting.n_critic, setting.batch, channels, size, size)
-            self.images = torch.rand(shape, generator=self.gen) * 2 - 1
+            self.images = torch.rand(shape, generator=self.gen, device=device) * 2 - 1
         self.g_opt = torch.optim.Adam(
             self.generator.parameters(), lr=setting.lr, betas=setting.betas
         )
@@ -267,7 +279,8 @@ class Trainer:
         return self.images[i]
 
     def noise(self) -> torch.Tensor:
-        return torch.randn(self.setting.batch, self.setting.z_dim, generator=self.gen)
+        return torch.randn(self.setting.batch, self.setting.z_dim, generator=self.gen,
+                           device=self.device)
 
     def iteration(self) -> float:
         """n_critic critic steps then one generator step; returns the last critic loss."""
@@ -277,28 +290,34 @@ class Trainer:
         for i in range(s.n_critic):
             real = self.real_batch(i)
             with torch.no_grad():
-                fake = self.generator(self.noise())
+                fake = self.g_fwd(self.noise())
             self.d_opt.zero_grad(set_to_none=True)
-            d_loss = self.critic(fake).mean() - self.critic(real).mean()
+            d_loss = self.d_fwd(fake).mean() - self.d_fwd(real).mean()
             d_loss = d_loss + s.penalty_weight * gradient_penalty(self.critic, real, fake)
             d_loss.backward()
             self.d_opt.step()
         for p in self.critic.parameters():
             p.requires_grad_(False)
         self.g_opt.zero_grad(set_to_none=True)
-        g_loss = -self.critic(self.generator(self.noise())).mean()
+        g_loss = -self.d_fwd(self.g_fwd(self.noise())).mean()
         g_loss.backward()
         self.g_opt.step()
         return float(d_loss.detach())
 
 
-def run(model: str, iters: int, warmup: int, threads: int) -> dict:
-    """Times `iters` iterations after `warmup` untimed ones; returns the JSON record."""
+def run(model: str, iters: int, warmup: int, threads: int, device: str = "cpu",
+        compiled: bool = False, batch: int = 0) -> dict:
+    """Times `iters` iterations after `warmup` untimed ones; returns the JSON record.
+    `batch` > 0 replaces the model's batch size."""
     torch.set_num_threads(threads)
     setting = SETTINGS[model]
-    trainer = Trainer(model, setting)
+    if batch:
+        setting = dataclasses.replace(setting, batch=batch)
+    trainer = Trainer(model, setting, device=device, compiled=compiled)
+    t0 = time.perf_counter()
     for _ in range(warmup):
         trainer.iteration()
+    warmup_seconds = time.perf_counter() - t0
     times, cpu_times = [], []
     for _ in range(iters):
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -312,7 +331,9 @@ def run(model: str, iters: int, warmup: int, threads: int) -> dict:
         "seconds_per_iteration": statistics.median(times),
         "min": min(times),
         "cpu_seconds_per_iteration": statistics.median(cpu_times),
-        "compile_seconds": 0.0,
+        "compile_seconds": warmup_seconds if compiled else 0.0,
+        "compiled": compiled,
+        "device": device,
         "devices": 1,
         "global_batch": setting.batch,
         "n_critic": setting.n_critic,
@@ -328,13 +349,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="untimed iterations first")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     parser.add_argument("--json", action="store_true", help="print one JSON line only")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the nets (the penalty's double backward stays eager)")
+    parser.add_argument("--batch", type=int, default=0, help="batch size (0: the model's)")
     args = parser.parse_args(argv)
-    if args.iters < 1 or args.warmup < 0 or args.threads < 1:
-        parser.error("--iters and --threads must be >= 1, --warmup >= 0")
+    if args.iters < 1 or args.warmup < 0 or args.threads < 1 or args.batch < 0:
+        parser.error("--iters and --threads must be >= 1, --warmup and --batch >= 0")
     if torch is None:
         print("error: torch is not installed (pip install torch)", file=sys.stderr)
         return 2
-    record = run(args.model, args.iters, args.warmup, args.threads)
+    record = run(args.model, args.iters, args.warmup, args.threads, args.device, args.compile,
+                 args.batch)
     if args.json:
         print(json.dumps(record))
     else:

@@ -117,8 +117,20 @@ CASES = [
             SSH
             + [
                 "--worker=all",
+                "--command=python3 -m pip install -U pip && python3 -m pip install -e "
+                "'wgan_jax[tpu,gcs]'",
+            ]
+        ],
+    ),
+    (
+        "install.sh",
+        ["--jax", "jax[tpu]==0.10.2"],
+        [
+            SSH
+            + [
+                "--worker=all",
                 "--command=python3 -m pip install -U pip && python3 -m pip install -U "
-                "'jax[tpu]' && python3 -m pip install -e 'wgan_jax[gcs]'",
+                "'jax[tpu]==0.10.2' && python3 -m pip install -e 'wgan_jax[tpu,gcs]'",
             ]
         ],
     ),

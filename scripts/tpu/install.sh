@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# Install JAX for TPU and the package (editable, from REMOTE_DIR) on every worker.
+# Install the package (editable, from REMOTE_DIR) with its [tpu,gcs] extras on every worker.
 set -euo pipefail
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-JAX_SPEC="${JAX_SPEC:-jax[tpu]}"
+JAX_SPEC="${JAX_SPEC:-}"
 
 usage() {
   cat <<USAGE
 usage: $(basename "$0") [flags]
 
-On all workers: pip install -U "JAX_SPEC" (default "jax[tpu]"), then pip install -e "REMOTE_DIR[gcs]" (gcsfs, for the gs:// workdir).
-Run copy.sh first.
+On all workers: pip install -e "REMOTE_DIR[tpu,gcs]": the package's tpu extra (jax[tpu],
+which brings the libtpu of that jax) and gcsfs (for the gs:// workdir). With --jax SPEC, pip
+install -U "SPEC" first (a pinned JAX). Run copy.sh first.
 
 Flags:
-  --jax SPEC                pip requirement for JAX [JAX_SPEC] (e.g. "jax[tpu]==0.10.2")
+  --jax SPEC                pip requirement for JAX installed first [JAX_SPEC] (e.g. "jax[tpu]==0.10.2")
 $COMMON_FLAGS_HELP
 USAGE
 }
@@ -34,4 +35,8 @@ done
 require_target
 
 py="$(quote "$PYTHON")"
-ssh_workers all "$py -m pip install -U pip && $py -m pip install -U $(quote "$JAX_SPEC") && $py -m pip install -e $(quote "${REMOTE_DIR}[gcs]")"
+jax_step=""
+if [[ -n "$JAX_SPEC" ]]; then
+  jax_step=" && $py -m pip install -U $(quote "$JAX_SPEC")"
+fi
+ssh_workers all "$py -m pip install -U pip${jax_step} && $py -m pip install -e $(quote "${REMOTE_DIR}[tpu,gcs]")"

@@ -20,6 +20,7 @@ from wgan_jax.augment import parse_policy
 from wgan_jax.data.toy import MIXTURES
 from wgan_jax.errors import ConfigError
 from wgan_jax.health import default_health_config
+from wgan_jax.precision import PRECISIONS
 
 LOSSES = ("wasserstein", "hinge", "logistic")
 PENALTIES = ("gp", "lp", "r1", "dragan", "clip", "none")
@@ -84,6 +85,9 @@ def get_config_schema() -> ml_collections.ConfigDict:
     c.lr_schedule = "constant"  # or "linear": decay to 0 over num_iterations
     c.ema_decay = 0.0  # EMA of generator weights; 0 disables; warm-up min(d, (1+t)/(10+t))
     c.compute_dtype = "float32"  # or "bfloat16": activations only; params, losses, norms in f32
+    # float32 matmuls/convolutions: "default" (the platform's: TF32 on NVIDIA Ampere+, bfloat16
+    # on TPU), "high" or "highest" (true float32); see wgan_jax.precision, docs/accelerators.md.
+    c.matmul_precision = "default"
 
     c.model = ml_collections.ConfigDict()
     c.model.kind = "mlp"
@@ -217,6 +221,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "penalty": PENALTIES,
         "lr_schedule": ("constant", "linear"),
         "compute_dtype": ("float32", "bfloat16"),
+        "matmul_precision": PRECISIONS,
         "model.kind": MODEL_KINDS,
         "model.generator_norm": ("batch", "none"),
         "model.critic_norm": ("none", "layer", "spectral", "batch"),

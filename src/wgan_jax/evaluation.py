@@ -59,6 +59,7 @@ from typing import Any
 import ml_collections
 import numpy as np
 
+from wgan_jax import precision
 from wgan_jax.config import resolve_data_dir
 from wgan_jax.errors import ConfigError
 from wgan_jax.metrics import (
@@ -593,10 +594,11 @@ def evaluate_state(
 ) -> dict[str, float]:
     """Samples `config.eval.num_samples` (or `num_samples`) from `state` and evaluates them.
 
-    Uses the EMA generator when the run keeps one (`config.ema_decay > 0`). A conditional
-    generator makes them for labels in the data's class frequencies
-    (`Evaluator.sample_labels`). Pass the trainer's `evaluator` to reuse its cached reference
-    features; otherwise one is built here. Returns {} when no metric applies to the dataset.
+    The generator runs at `config.matmul_precision`. Uses the EMA generator when the run
+    keeps one (`config.ema_decay > 0`). A conditional generator makes them for labels in the
+    data's class frequencies (`Evaluator.sample_labels`). Pass the trainer's `evaluator` to
+    reuse its cached reference features; otherwise one is built here. Returns {} when no
+    metric applies to the dataset.
     """
     if evaluator is None:
         evaluator = evaluator_for_data(config, seed=seed)
@@ -605,7 +607,8 @@ def evaluate_state(
     use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
     n = int(num_samples or config.eval.num_samples)
     labels = evaluator.sample_labels(n, seed + 54321) if gan.num_classes else None
-    samples = draw_samples(gan, state, n, seed=seed + 12345, use_ema=use_ema, labels=labels)
+    with precision.scope(config.matmul_precision):
+        samples = draw_samples(gan, state, n, seed=seed + 12345, use_ema=use_ema, labels=labels)
     return evaluator(samples, labels) if labels is not None else evaluator(samples)
 
 

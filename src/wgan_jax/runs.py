@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import ml_collections
 
-from wgan_jax import fs
+from wgan_jax import fs, precision
 from wgan_jax.config import data_shape, get_config_schema, num_classes
 from wgan_jax.errors import ConfigError, UserError
 
@@ -213,25 +213,28 @@ def load_run(workdir: str, checkpoint: str = "latest") -> Run:
 
 def generate_samples(
     gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool = False,
-    truncation: float | None = None,
+    truncation: float | None = None, matmul_precision: str = "default",
 ) -> np.ndarray:
     """`num` samples as float32 numpy, from latents drawn with `seed` (batching-independent).
 
     `truncation` psi > 0 redraws latent coordinates beyond +-psi
     (`sampling.truncated_normal_latents`); None draws plain N(0, I) latents. `use_ema` asks
-    for the EMA generator; a run that kept none raises `UserError`.
+    for the EMA generator; a run that kept none raises `UserError`. The generator runs at
+    `matmul_precision` (the run's `config.matmul_precision`, see `wgan_jax.precision`).
     """
     from wgan_jax.evaluation import draw_samples
 
     if truncation is None:
         _check_ema(state, use_ema)
-        return draw_samples(gan, state, num, seed=seed, use_ema=use_ema)
+        with precision.scope(matmul_precision):
+            return draw_samples(gan, state, num, seed=seed, use_ema=use_ema)
     import jax
 
     from wgan_jax.sampling import truncated_normal_latents
 
     z = truncated_normal_latents(jax.random.PRNGKey(seed), num, gan.z_dim, truncation)
-    return generate_from_latents(gan, state, z, use_ema)
+    with precision.scope(matmul_precision):
+        return generate_from_latents(gan, state, z, use_ema)
 
 
 def generate_from_latents(
@@ -273,7 +276,8 @@ def write_interpolation(
     if len(shape) != 3:
         raise UserError(f"{run.config.dataset} is not image data: an interpolation needs images")
     z = sampling.interpolation_latents(seed, steps, run.gan.z_dim, rows=rows, psi=truncation)
-    images = generate_from_latents(run.gan, run.state, z.reshape(rows * steps, -1), use_ema)
+    with precision.scope(run.config.matmul_precision):
+        images = generate_from_latents(run.gan, run.state, z.reshape(rows * steps, -1), use_ema)
     images = images.reshape(rows, steps, *images.shape[1:])
     if extension == ".png":
         sampling.save_interpolation_png(path, images)
@@ -283,11 +287,13 @@ def write_interpolation(
 
 
 def generate_class_samples(
-    gan: GAN, state: TrainState, num: int, seed: int, labels: list[int], use_ema: bool = False
+    gan: GAN, state: TrainState, num: int, seed: int, labels: list[int], use_ema: bool = False,
+    matmul_precision: str = "default",
 ) -> np.ndarray:
     """`num` samples of each class in `labels`, class after class (`[len(labels) * num, ...]`);
     every class gets the same `num` latents drawn with `seed`, so row k of a grid with `num`
     columns is class `labels[k]`. `UserError` for an unconditional run or an unknown class.
+    The generator runs at `matmul_precision` (the run's `config.matmul_precision`).
     """
     import jax
     import jax.numpy as jnp
@@ -304,7 +310,8 @@ def generate_class_samples(
     if use_ema and state.ema_params is None:
         raise UserError("this run kept no EMA generator weights (config.ema_decay was 0)")
     z = jax.random.normal(jax.random.PRNGKey(seed), (num, gan.z_dim))
-    fn = jax.jit(lambda s, y: apply_generator(gan, s, z, use_ema=use_ema, labels=y))
+    fn = jax.jit(precision.within(
+        matmul_precision, lambda s, y: apply_generator(gan, s, z, use_ema=use_ema, labels=y)))
     parts = [np.asarray(fn(state, jnp.full((num,), k, jnp.int32))) for k in labels]
     return np.concatenate(parts).astype(np.float32)
 
@@ -317,7 +324,8 @@ def write_class_grid(
     `UserError` for an unconditional run or an unknown class, before anything is written."""
     from wgan_jax import plots
 
-    samples = generate_class_samples(run.gan, run.state, num, seed, labels, use_ema)
+    samples = generate_class_samples(run.gan, run.state, num, seed, labels, use_ema,
+                                     run.config.matmul_precision)
     plots.save_image_grid(path, samples, ncols=num)
     return samples.shape
 

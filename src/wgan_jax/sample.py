@@ -85,7 +85,8 @@ def main(argv: list[str]) -> int:
         out = _OUT.value
         if labels is None:
             samples = runs.generate_samples(gan, state, _NUM.value, _SEED.value, _EMA.value,
-                                            truncation=psi)
+                                            truncation=psi,
+                                            matmul_precision=run.config.matmul_precision)
         else:
             flag = "--label" if _LABEL.value is not None else "--labels"
             try:
@@ -95,7 +96,8 @@ def main(argv: list[str]) -> int:
                           f"{step} to {out}")
                     return 0
                 samples = runs.generate_class_samples(
-                    gan, state, _NUM.value, _SEED.value, labels, _EMA.value)
+                    gan, state, _NUM.value, _SEED.value, labels, _EMA.value,
+                    run.config.matmul_precision)
             except UserError as error:
                 cli.fail(f"{flag}: {error}")
         buffer = io.BytesIO()

@@ -39,7 +39,7 @@ from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax import augment, diagnostics, losses, penalties
+from wgan_jax import augment, diagnostics, losses, penalties, precision
 from wgan_jax.errors import ConfigError
 from wgan_jax.state import GAN, TrainState
 
@@ -63,6 +63,8 @@ class StepConfig:
     Gaussian noise on the critic's inputs (0 off), annealed linearly to 0 at iteration
     `num_iterations - 1` (`augment.instance_noise_sigma`). `class_frequencies`: the share of
     each class in the data, for a class-conditional GAN (`()`: unconditional).
+    `matmul_precision`: "default", "high" or "highest", the precision the step's float32
+    matrix products and convolutions are compiled at (`wgan_jax.precision`).
     """
 
     n_critic: int = 5
@@ -78,8 +80,12 @@ class StepConfig:
     instance_noise: float = 0.0
     num_iterations: int = 1
     class_frequencies: tuple[float, ...] = ()
+    matmul_precision: str = "default"
 
     def __post_init__(self) -> None:
+        if self.matmul_precision not in precision.PRECISIONS:
+            raise ConfigError(f"StepConfig.matmul_precision={self.matmul_precision!r}: expected "
+                              f"one of {list(precision.PRECISIONS)}")
         try:
             augment.parse_policy(self.augment)
         except ValueError as error:
@@ -115,6 +121,7 @@ class StepConfig:
             dragan_scale=config.dragan_scale, ema_decay=config.ema_decay,
             diagnostics=config.diagnostics.level, augment=config.augment,
             instance_noise=config.instance_noise, num_iterations=config.num_iterations,
+            matmul_precision=config.matmul_precision,
         )
 
     def penalty_fn(self) -> penalties.PenaltyFn | None:
@@ -280,6 +287,7 @@ def make_train_step(
     replicated and donated. `metrics` are float32 scalars, already averaged over the global
     batch. `unroll_critic` unrolls the critic loop (same function, longer compile): XLA's cost
     analysis counts a loop body once, so the benchmarks count FLOPs on the unrolled step.
+    The step is traced inside `precision.scope(cfg.matmul_precision)`.
     """
     axis = cfg.axis_name
     if axis not in mesh.axis_names:
@@ -477,7 +485,7 @@ def make_train_step(
             metrics["instance_noise_sigma"] = sigma.astype(jnp.float32)
         return state, metrics
 
-    return jax.jit(step, donate_argnums=0)
+    return jax.jit(precision.within(cfg.matmul_precision, step), donate_argnums=0)
 
 
 def ema_warmup_decay(decay: float, step: jax.Array) -> jax.Array:

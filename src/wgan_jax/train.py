@@ -22,7 +22,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import evaluation, fs, input_pipeline, plots, records
+from wgan_jax import evaluation, fs, input_pipeline, plots, precision, records
 from wgan_jax.config import check_num_classes, data_shape, validate_config
 from wgan_jax.errors import UserError
 from wgan_jax.health import HealthMonitor, format_event
@@ -35,13 +35,15 @@ log = logging.getLogger("wgan_jax")
 
 
 def topology_line(config: ml_collections.ConfigDict, mesh) -> str:
-    """One line saying what runs where."""
+    """One line saying what runs where, and at which precision (the compute dtype and the
+    float32 matmul precision in force, `wgan_jax.precision`)."""
     n = mesh.devices.size
     return (
         f"topology: processes={jax.process_count()} (this={jax.process_index()}) "
         f"platform={jax.devices()[0].platform} local_devices={jax.local_device_count()} "
         f"global_devices={jax.device_count()} mesh={dict(mesh.shape)} "
         f"global_batch={config.global_batch_size} per_device_batch={config.global_batch_size // n}"
+        f" compute_dtype={config.compute_dtype} matmul_precision={config.matmul_precision}"
     )
 
 
@@ -155,7 +157,9 @@ class _Sampler:
         self.z = jax.random.normal(jax.random.PRNGKey(config.seed + 7), (n, gan.z_dim))
         self.reference = reference
         self.use_ema = config.ema_decay > 0
-        self._gen = jax.jit(lambda state, z: apply_generator(gan, state, z, use_ema=self.use_ema))
+        self._gen = jax.jit(precision.within(
+            config.matmul_precision,
+            lambda state, z: apply_generator(gan, state, z, use_ema=self.use_ema)))
 
     def save(self, state: TrainState, step: int, workdir: str, writer) -> str:
         samples = np.asarray(jax.device_get(self._gen(state, self.z)), np.float32)

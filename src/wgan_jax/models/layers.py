@@ -24,7 +24,8 @@ Each has an ``impl`` attribute choosing how the SAME function is computed:
   pads, concatenations and matrix products, which XLA:CPU runs several times faster than its
   convolution kernels; a custom JVP (`_matmul`) keeps the weight gradients row-major
   products (see benchmarks/README.md).
-* ``"auto"`` (default): "matmul" on CPU, "s2d" on other backends (not measured there).
+* ``"auto"`` (default): the platform's entry of `AUTO_IMPLS`: "matmul" on CPU (measured),
+  "s2d" on GPU and TPU (not measured there yet), "xla" elsewhere.
 
 All impls own the same parameters, ``{"kernel": [4, 4, in, out], "bias": [out]}``, the
 tree ``nn.Conv`` / ``nn.ConvTranspose`` create, so checkpoints move freely between impls and
@@ -119,12 +120,26 @@ def up_kernel_s2d(kernel: jax.Array) -> jax.Array:
     return k.reshape(2, 2, i, 4 * o)
 
 
+# What "auto" is on each platform (`jax.default_backend()`): the impl that
+# `python benchmarks/conv_impls.py` finds fastest there over the DCGAN-32 critic's penalty
+# double backward, the critic's and the generator's forward + backward (it prints the
+# fastest). cpu: measured (benchmarks/README.md). gpu and tpu: NOT measured yet; "s2d" (only
+# stride-1 convolutions remain) until the benchmark is run there (docs/accelerators.md).
+# Platforms not listed get XLA's own convolutions.
+AUTO_IMPLS = {"cpu": "matmul", "gpu": "s2d", "tpu": "s2d"}
+
+
+def auto_impl(platform: str) -> str:
+    """The impl "auto" stands for on `platform` ("cpu", "gpu", "tpu", ...): `AUTO_IMPLS`."""
+    return AUTO_IMPLS.get(platform, "xla")
+
+
 def resolve_impl(impl: str) -> str:
-    """Map "auto" to the fastest impl of the default backend ("matmul" on CPU, else "s2d")."""
+    """Map "auto" to the impl of the default backend (`auto_impl`); others to themselves."""
     if impl not in IMPLS:
         raise ValueError(f"unknown impl {impl!r}; expected one of {IMPLS}")
     if impl == "auto":
-        return "matmul" if jax.default_backend() == "cpu" else "s2d"
+        return auto_impl(jax.default_backend())
     return impl
 
 
