@@ -64,6 +64,24 @@ def makedirs(path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
 
+def check_directory(path: str, what: str = "workdir") -> None:
+    """`UserError` when local `path` cannot be a directory: it, or one of its parents, is an
+    existing file (or another non-directory). A missing directory is fine (it is created);
+    URLs are not checked (object stores have no directories)."""
+    if is_remote(path):
+        return
+    current = os.path.abspath(path)
+    while True:
+        if os.path.lexists(current) and not os.path.isdir(current):
+            if current == os.path.abspath(path):
+                raise UserError(f"{what} {path} exists and is not a directory")
+            raise UserError(f"{what} {path}: {current} exists and is not a directory")
+        parent = os.path.dirname(current)
+        if parent == current:
+            return
+        current = parent
+
+
 def exists(path: str) -> bool:
     """Whether a file or directory (a prefix with objects, for URLs) exists."""
     if not is_remote(path):

@@ -12,6 +12,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from wgan_jax import cli, default_config
+from wgan_jax.config import check_schema
+from wgan_jax.errors import UserError
 
 # No default here: `run` names the embedded default file when `--config` is absent, so that
 # it goes through the same loading, overrides and validation as a user's file.
@@ -57,23 +59,45 @@ def main(argv: list[str]) -> int:
     from wgan_jax.train import train_and_evaluate
 
     cli.setup_logging(jax.process_index() == 0)
+    path = flags.FLAGS["config"].config_filename
     try:
         config = _CONFIG.value
         config.get("seed")  # a config file that failed to load raises here
     except (flags.Error, OSError, AttributeError, KeyError, TypeError, ValueError) as error:
-        path = flags.FLAGS["config"].config_filename
         reason = [line.strip() for line in str(error).splitlines() if line.strip()][-1]
         cli.fail(f"cannot load config file {path}: {reason}")
+    try:
+        check_schema(config, f"config file {path}")
+    except UserError as error:
+        cli.fail(cli.first_line(error))
     return cli.run_guarded(lambda: train_and_evaluate(config, _WORKDIR.value) and 0)
 
 
+def _parse_flags(argv: list[str]) -> list[str]:
+    """`cli.parse_flags` over the config file (the embedded default when none is named); a
+    config file that does not run (a syntax error, an exception in `get_config`) is one line
+    naming the file and the error, not a traceback."""
+    argv = cli.with_config_file(argv, default_config.__file__)
+    try:
+        return cli.parse_flags(argv)
+    except Exception as error:  # noqa: BLE001 - whatever the user's config file raised
+        cli.fail(f"cannot load config file {_config_path(argv)}: {type(error).__name__}: "
+                 f"{cli.first_line(error)}")
+    return []
+
+
+def _config_path(argv: list[str]) -> str:
+    """The `--config` file named in `argv` (without a `:override` suffix)."""
+    for i, arg in enumerate(argv[1:], 1):
+        name, eq, value = arg.lstrip("-").partition("=")
+        if arg.startswith("-") and name == "config":
+            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            return value.split(":", 1)[0]
+    return "?"
+
+
 def run() -> None:
-    app.run(
-        main,
-        flags_parser=lambda argv: cli.parse_flags(
-            cli.with_config_file(argv, default_config.__file__)
-        ),
-    )
+    app.run(main, flags_parser=_parse_flags)
 
 
 if __name__ == "__main__":

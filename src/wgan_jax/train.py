@@ -239,6 +239,7 @@ def train_and_evaluate(
     """
     mesh = make_mesh()
     validate_config(config, mesh.devices.size)
+    fs.check_directory(workdir)
     generator, critic = build_networks(config, generator, critic)  # factory errors: no write yet
     is_main = jax.process_index() == 0
     lock = ckpt.WorkdirLock(workdir) if is_main else None
