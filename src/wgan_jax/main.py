@@ -6,6 +6,7 @@ A thin face: flags and exit codes here, everything else in `wgan_jax.train`.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from absl import app, flags
@@ -13,7 +14,7 @@ from ml_collections import config_flags
 
 from wgan_jax import cli, default_config
 from wgan_jax.config import check_schema
-from wgan_jax.errors import UserError
+from wgan_jax.errors import StoppedDuringSetup, UserError
 
 # No default here: `run` names the embedded default file when `--config` is absent, so that
 # it goes through the same loading, overrides and validation as a user's file.
@@ -47,11 +48,38 @@ def _initialize_distributed() -> None:
         jax.distributed.initialize()
 
 
+def _stop_during_setup(signum, frame) -> None:
+    del frame
+    raise StoppedDuringSetup(signum)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         cli.fail(f"unexpected arguments: {' '.join(argv[1:])}")
     if not _WORKDIR.value:
         cli.fail("--workdir is required")
+    # Until the trainer installs its own handlers (`train._SetupStop`, then `train._Stop`), a
+    # stop signal ends the setup (importing JAX, joining the other processes) in one line.
+    previous = {sig: signal.signal(sig, _stop_during_setup)
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _main()
+    except StoppedDuringSetup as stop:
+        sys.stderr.write(f"stopped by {stop.signal} during setup, before the first iteration: "
+                         "nothing was trained yet (the workdir's checkpoints are as they "
+                         "were; run again to start)\n")
+        # The trainer has released the lock and closed its files on the way up; skip the
+        # interpreter's finalisation, which can crash (SIGSEGV) when the stop interrupted
+        # JAX or the data threads mid-setup.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main() -> int:
     cli.setup_logging(True)
     _initialize_distributed()
     import jax
