@@ -290,6 +290,9 @@ def check_sample_out(path: str, num: int, *, toy: bool | None = None,
     that cannot be written: another suffix, a directory, a parent that is no directory or
     cannot be written in, or more samples than one picture holds (`toy`: 2-D samples; None:
     not known yet). A local directory is probed by creating (and removing) a file in it."""
+    if not fs.is_remote(path) and os.path.isdir(path):
+        raise UserError(f"--out {path} is a directory; name a file in it, e.g. "
+                        f"{os.path.join(path, 'samples.npy')}")
     extension = os.path.splitext(path)[1].lower()
     if extension not in SAMPLE_FORMATS:
         raise UserError(f"--out {path!r}: sample writes .npy (the samples as an array) or .png "
