@@ -105,6 +105,7 @@ class _Stop:
         self.requested = False
         self.enabled = enabled
         self._previous: dict[int, Any] = {}
+        self._setup = setup
         if setup is not None:
             setup.started = True
 
@@ -123,6 +124,8 @@ class _Stop:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
+        if self._setup is not None:  # after the loop, a second Ctrl-C still interrupts
+            self._setup._signalled = True
         log.warning("received %s: finishing this iteration, saving a checkpoint, exiting",
                     signal.Signals(signum).name)
 
