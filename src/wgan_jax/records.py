@@ -9,6 +9,8 @@ Files written under WORKDIR:
 * `events.out.tfevents.*`: TensorBoard scalars, histograms and images, through tensorboardX
   (which does not import TensorFlow).
 * `plots/*.png`: `update_plots` redraws these from `metrics.jsonl` (drawn by `wgan_jax.plots`).
+* `logs-before-<UTC time>/`: `set_aside_logs` moves an earlier attempt's logs there when a run
+  starts from step 0 (no checkpoint to resume), so the logs above are one run's.
 
 WORKDIR may be a URL such as `gs://bucket/run` (see `wgan_jax.fs`): the JSONL logs are rewritten
 whole on each flush, and TensorBoard is off (metrics.jsonl holds every scalar).
