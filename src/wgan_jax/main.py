@@ -33,6 +33,12 @@ _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processe
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 
 
+def _multi_process() -> bool:
+    """Whether this run joins other processes (the flags, or a TPU pod's environment)."""
+    return bool(_COORDINATOR.value or _NUM_PROCESSES.value
+                or os.environ.get("TPU_WORKER_HOSTNAMES") or os.environ.get("CLOUD_TPU_TASK_ID"))
+
+
 def _initialize_distributed() -> None:
     import jax
 
@@ -59,9 +65,11 @@ def main(argv: list[str]) -> int:
     if not _WORKDIR.value:
         cli.fail("--workdir is required")
     # Until the trainer installs its own handlers (`train._SetupStop`, then `train._Stop`), a
-    # stop signal ends the setup (importing JAX, joining the other processes) in one line.
-    previous = {sig: signal.signal(sig, _stop_during_setup)
-                for sig in (signal.SIGTERM, signal.SIGINT)}
+    # stop signal ends the setup (importing JAX, reading the config) in one line. Not with
+    # several processes: there a stop is a collective decision (JAX's preemption service
+    # installs its own SIGTERM handler), never one process leaving on its own.
+    previous = {} if _multi_process() else {
+        sig: signal.signal(sig, _stop_during_setup) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         return _main()
     except StoppedDuringSetup as stop:
