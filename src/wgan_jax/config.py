@@ -27,6 +27,11 @@ PENALTIES = ("gp", "lp", "r1", "dragan", "clip", "none")
 MODEL_KINDS = ("mlp", "dcgan", "resnet")
 TOY_DATASETS = (*MIXTURES, "swissroll")
 # model.generator / model.critic: "package.module:attribute" (the attribute may be dotted).
+# Seeds: jax.random.PRNGKey keeps 32 bits without x64, so larger seeds would repeat smaller ones.
+MAX_SEED = 2**31 - 1
+# eval.num_samples with evaluation on: the metrics compare sample statistics (covariances,
+# 5-nearest-neighbour balls), which need more than a handful of samples.
+MIN_EVAL_SAMPLES = 10
 FACTORY_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
@@ -186,6 +191,34 @@ def _fail(key: str, problem: str) -> None:
     raise ConfigError(f"config.{key}: {problem}")
 
 
+def _number(key: str, value: object) -> float:
+    """`value` as a float; `ConfigError` naming `key` when it is no number (e.g. a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(key, f"must be a number, got {value!r}")
+    return float(value)
+
+
+def _finite_at_least(key: str, value: object, minimum: float) -> None:
+    number = _number(key, value)
+    if not math.isfinite(number) or number < minimum:
+        _fail(key, f"must be a finite number >= {minimum:g}, got {value!r}")
+
+
+def check_schema(config: object, source: str) -> None:
+    """`ConfigError` unless `config` is a `ConfigDict` with every key of the schema: what a
+    config file's `get_config()` must return (start from `get_config_schema()`)."""
+    if not isinstance(config, ml_collections.ConfigDict):
+        raise ConfigError(f"{source}: get_config() must return the schema's ConfigDict "
+                          "(start from wgan_jax.config.get_config_schema()), got a "
+                          f"{type(config).__name__}")
+    have = set(_leaf_keys(config))
+    missing = [key for key in _leaf_keys(get_config_schema()) if key not in have]
+    if missing:
+        raise ConfigError(f"{source}: get_config() lacks config keys {', '.join(missing[:3])}"
+                          f"{' ...' if len(missing) > 3 else ''} (start from "
+                          "wgan_jax.config.get_config_schema())")
+
+
 def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None:
     """Checks values once; raises `ConfigError` naming the key and what is wrong."""
 
@@ -208,11 +241,23 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
             "global_batch_size",
             f"{config.global_batch_size} is not divisible by the {num_devices} devices",
         )
-    for key in ("generator_lr", "critic_lr", "penalty_weight", "clip_value", "dragan_scale",
-                "instance_noise"):
-        value = config[key]
-        if not math.isfinite(value) or value < 0:
-            _fail(key, f"must be a finite number >= 0, got {value!r}")
+    positive_int("seed", config.seed, 0)
+    if config.seed > MAX_SEED:
+        _fail("seed", f"must be an integer in [0, {MAX_SEED}], got {config.seed!r}")
+    positive_int("max_consecutive_nonfinite", config.max_consecutive_nonfinite, 0)
+    positive_int("max_rollbacks", config.max_rollbacks, 0)
+    positive_int("early_stopping.patience", config.early_stopping.patience, 0)
+    for key in ("generator_lr", "critic_lr", "penalty_weight", "penalty_target", "clip_value",
+                "dragan_scale", "instance_noise"):
+        _finite_at_least(key, config[key], 0.0)
+    factor = config.rollback_lr_factor
+    if not (math.isfinite(factor) and 0.0 < factor <= 1.0):
+        _fail("rollback_lr_factor", f"must be a number in (0, 1] (the learning rates are "
+              f"multiplied by it at each rollback), got {factor!r}")
+    explosion = config.loss_explosion_factor
+    if not (math.isfinite(explosion) and (explosion == 0.0 or explosion > 1.0)):
+        _fail("loss_explosion_factor", f"must be 0 (off) or a finite number > 1 (times the "
+              f"running median), got {explosion!r}")
     for key in ("generator_b1", "generator_b2", "critic_b1", "critic_b2", "ema_decay"):
         if not 0.0 <= config[key] < 1.0:
             _fail(key, f"must be in [0, 1), got {config[key]!r}")
@@ -257,6 +302,23 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     _validate_conditional(config)
     _validate_eval(config)
     _validate_small_data(config)
+    _validate_health(config)
+
+
+# Integer thresholds of `config.health` (counts of rows or evaluations): at least 1.
+_HEALTH_COUNTS = ("window", "warmup", "patience", "penalty_patience", "eval_patience")
+
+
+def _validate_health(config: ml_collections.ConfigDict) -> None:
+    """Every numeric `config.health` threshold is finite and >= 0 (counts >= 1)."""
+    for key, value in config.health.items():
+        if isinstance(value, bool):
+            continue
+        if key in _HEALTH_COUNTS:
+            if not isinstance(value, int) or value < 1:
+                _fail(f"health.{key}", f"must be an integer >= 1, got {value!r}")
+        else:
+            _finite_at_least(f"health.{key}", value, 0.0)
 
 
 def _validate_small_data(config: ml_collections.ConfigDict) -> None:
@@ -376,6 +438,9 @@ def _validate_eval(config: ml_collections.ConfigDict) -> None:
     `ConfigError` when its features cannot be had or `eval_every > 0` has nothing to compute."""
     from wgan_jax.evaluation import eval_plan
 
+    if config.eval_every > 0 and config.eval.num_samples < MIN_EVAL_SAMPLES:
+        _fail("eval.num_samples", f"must be >= {MIN_EVAL_SAMPLES} when eval_every > 0 (the "
+              f"metrics compare sample statistics), got {config.eval.num_samples!r}")
     eval_plan(config)
 
 

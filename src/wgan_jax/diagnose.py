@@ -66,6 +66,13 @@ def _load_rows(workdir: str) -> tuple[list[dict], list[dict]]:
         raise UserError(f"cannot read the logs in {workdir}: {e}") from None
     if not rows:
         raise UserError(f"{metrics} holds no metric rows")
+    for number, event in enumerate(events, 1):
+        evidence = event.get("evidence")
+        if evidence is not None and not isinstance(evidence, dict):
+            raise UserError(
+                f"{fs.join(workdir, EVENTS_FILE)}: event {number} (rule "
+                f"{str(event.get('rule'))[:40]!r}, step {str(event.get('step'))[:20]}) has "
+                f"evidence that is not a JSON object: {json.dumps(evidence)[:60]}")
     return rows, events
 
 

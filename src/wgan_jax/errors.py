@@ -11,3 +11,17 @@ class ConfigError(UserError):
 
 class DataError(UserError):
     """A dataset cannot be found, read or converted."""
+
+
+class StoppedDuringSetup(BaseException):
+    """SIGTERM/SIGINT arrived before the first training iteration: nothing was trained.
+
+    A `BaseException` (as `KeyboardInterrupt`), so that no `except Exception` on the way up
+    swallows it; the trainer's face turns it into one line and exit status 0.
+    """
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signal = signal.Signals(signum).name
+        super().__init__(self.signal)

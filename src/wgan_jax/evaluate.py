@@ -15,6 +15,7 @@ import sys
 from absl import app, flags
 
 from wgan_jax import cli, fs, runs
+from wgan_jax.config import MIN_EVAL_SAMPLES
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The run's workdir.")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "latest, best, or a step number.")
@@ -44,8 +45,9 @@ def main(argv: list[str]) -> int:
         cli.fail("--workdir is required")
     if not fs.isdir(_WORKDIR.value):
         cli.fail(f"workdir {_WORKDIR.value!r} does not exist")
-    if _NUM.value is not None and _NUM.value < 2:
-        cli.fail(f"--num must be >= 2, got {_NUM.value}")
+    if _NUM.value is not None and _NUM.value < MIN_EVAL_SAMPLES:
+        cli.fail(f"--num must be >= {MIN_EVAL_SAMPLES} (as config.eval.num_samples), "
+                 f"got {_NUM.value}")
     which = _CHECKPOINT.value
     try:
         runs.parse_checkpoint(which)

@@ -64,6 +64,94 @@ def makedirs(path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
 
+def check_directory(path: str, what: str = "workdir") -> None:
+    """`UserError` when local `path` cannot be a directory: it, or one of its parents, is an
+    existing file (or another non-directory). A missing directory is fine (it is created);
+    URLs are not checked (object stores have no directories)."""
+    if is_remote(path):
+        return
+    current = os.path.abspath(path)
+    while True:
+        if os.path.lexists(current) and not os.path.isdir(current):
+            if current == os.path.abspath(path):
+                raise UserError(f"{what} {path} exists and is not a directory")
+            raise UserError(f"{what} {path}: {current} exists and is not a directory")
+        parent = os.path.dirname(current)
+        if parent == current:
+            return
+        current = parent
+
+
+def check_writable_file(path: str, what: str) -> None:
+    """`UserError` naming `what` and `path` when a file cannot be written there: `path` is a
+    directory, its nearest existing parent is no directory, or a file cannot be created in
+    it (probed by creating and removing one; the missing parents would be created). URLs are
+    not probed."""
+    if is_remote(path):
+        return
+    if os.path.isdir(path):
+        raise UserError(f"{what} {path} is a directory; name a file in it")
+    directory = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(directory):
+        directory = os.path.dirname(directory)
+    if not os.path.isdir(directory):
+        raise UserError(f"{what} {path}: {directory} is not a directory")
+    probe = os.path.join(directory, f".tmp-probe-{uuid.uuid4().hex}")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as error:
+        raise UserError(f"{what} {path}: cannot write in {directory} "
+                        f"({error.strerror or error})") from None
+    os.remove(probe)
+
+
+def check_free_space(path: str, needed: int, what: str) -> None:
+    """`UserError` when the local file system of `path` has less than `needed` bytes free
+    (what the file will take), before anything is written; URLs are not checked."""
+    if is_remote(path):
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(directory):
+        directory = os.path.dirname(directory)
+    free = shutil.disk_usage(directory).free
+    if needed > free:
+        raise UserError(f"{what} {path}: needs {needed / 1e9:.3g} GB, but {directory} has "
+                        f"{free / 1e9:.3g} GB free")
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str):
+    """A binary file to stream into that replaces `path` only when the block ends without
+    an error (else it is removed): `write_atomic` for data too large to hold in memory.
+    Local: a temporary file in the same directory, synced, then `os.replace`d. URLs: one
+    upload, discarded on an error."""
+    if is_remote(path):
+        filesystem, inner = _filesystem(path)
+        f = filesystem.open(inner, "wb")
+        try:
+            yield f
+        except BaseException:
+            with contextlib.suppress(Exception):
+                f.discard()
+            raise
+        f.close()
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}-{os.path.basename(path)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
 def exists(path: str) -> bool:
     """Whether a file or directory (a prefix with objects, for URLs) exists."""
     if not is_remote(path):

@@ -6,12 +6,15 @@ A thin face: flags and exit codes here, everything else in `wgan_jax.train`.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from absl import app, flags
 from ml_collections import config_flags
 
 from wgan_jax import cli, default_config
+from wgan_jax.config import check_schema
+from wgan_jax.errors import StoppedDuringSetup, UserError
 
 # No default here: `run` names the embedded default file when `--config` is absent, so that
 # it goes through the same loading, overrides and validation as a user's file.
@@ -30,6 +33,12 @@ _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processe
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 
 
+def _multi_process() -> bool:
+    """Whether this run joins other processes (the flags, or a TPU pod's environment)."""
+    return bool(_COORDINATOR.value or _NUM_PROCESSES.value
+                or os.environ.get("TPU_WORKER_HOSTNAMES") or os.environ.get("CLOUD_TPU_TASK_ID"))
+
+
 def _initialize_distributed() -> None:
     import jax
 
@@ -45,11 +54,40 @@ def _initialize_distributed() -> None:
         jax.distributed.initialize()
 
 
+def _stop_during_setup(signum, frame) -> None:
+    del frame
+    raise StoppedDuringSetup(signum)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         cli.fail(f"unexpected arguments: {' '.join(argv[1:])}")
     if not _WORKDIR.value:
         cli.fail("--workdir is required")
+    # Until the trainer installs its own handlers (`train._SetupStop`, then `train._Stop`), a
+    # stop signal ends the setup (importing JAX, reading the config) in one line. Not with
+    # several processes: there a stop is a collective decision (JAX's preemption service
+    # installs its own SIGTERM handler), never one process leaving on its own.
+    previous = {} if _multi_process() else {
+        sig: signal.signal(sig, _stop_during_setup) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _main()
+    except StoppedDuringSetup as stop:
+        sys.stderr.write(f"stopped by {stop.signal} during setup, before the first iteration: "
+                         "nothing was trained yet (the workdir's checkpoints are as they "
+                         "were; run again to start)\n")
+        # The trainer has released the lock and closed its files on the way up; skip the
+        # interpreter's finalisation, which can crash (SIGSEGV) when the stop interrupted
+        # JAX or the data threads mid-setup.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main() -> int:
     cli.setup_logging(True)
     _initialize_distributed()
     import jax
@@ -57,23 +95,45 @@ def main(argv: list[str]) -> int:
     from wgan_jax.train import train_and_evaluate
 
     cli.setup_logging(jax.process_index() == 0)
+    path = flags.FLAGS["config"].config_filename
     try:
         config = _CONFIG.value
         config.get("seed")  # a config file that failed to load raises here
     except (flags.Error, OSError, AttributeError, KeyError, TypeError, ValueError) as error:
-        path = flags.FLAGS["config"].config_filename
         reason = [line.strip() for line in str(error).splitlines() if line.strip()][-1]
         cli.fail(f"cannot load config file {path}: {reason}")
+    try:
+        check_schema(config, f"config file {path}")
+    except UserError as error:
+        cli.fail(cli.first_line(error))
     return cli.run_guarded(lambda: train_and_evaluate(config, _WORKDIR.value) and 0)
 
 
+def _parse_flags(argv: list[str]) -> list[str]:
+    """`cli.parse_flags` over the config file (the embedded default when none is named); a
+    config file that does not run (a syntax error, an exception in `get_config`) is one line
+    naming the file and the error, not a traceback."""
+    argv = cli.with_config_file(argv, default_config.__file__)
+    try:
+        return cli.parse_flags(argv)
+    except Exception as error:  # noqa: BLE001 - whatever the user's config file raised
+        cli.fail(f"cannot load config file {_config_path(argv)}: {type(error).__name__}: "
+                 f"{cli.first_line(error)}")
+    return []
+
+
+def _config_path(argv: list[str]) -> str:
+    """The `--config` file named in `argv` (without a `:override` suffix)."""
+    for i, arg in enumerate(argv[1:], 1):
+        name, eq, value = arg.lstrip("-").partition("=")
+        if arg.startswith("-") and name == "config":
+            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            return value.split(":", 1)[0]
+    return "?"
+
+
 def run() -> None:
-    app.run(
-        main,
-        flags_parser=lambda argv: cli.parse_flags(
-            cli.with_config_file(argv, default_config.__file__)
-        ),
-    )
+    app.run(main, flags_parser=_parse_flags)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ Files written under WORKDIR:
 * `events.out.tfevents.*`: TensorBoard scalars, histograms and images, through tensorboardX
   (which does not import TensorFlow).
 * `plots/*.png`: `update_plots` redraws these from `metrics.jsonl` (drawn by `wgan_jax.plots`).
+* `logs-before-<UTC time>/`: `set_aside_logs` moves an earlier attempt's logs there when a run
+  starts from step 0 (no checkpoint to resume), so the logs above are one run's.
 
 WORKDIR may be a URL such as `gs://bucket/run` (see `wgan_jax.fs`): the JSONL logs are rewritten
 whole on each flush, and TensorBoard is off (metrics.jsonl holds every scalar).
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +34,8 @@ log = logging.getLogger("wgan_jax")
 METRICS_FILE = "metrics.jsonl"
 EVENTS_FILE = "events.jsonl"
 PLOTS_DIR = "plots"
+TENSORBOARD_PREFIX = "events.out.tfevents."
+OLD_LOGS_PREFIX = "logs-before-"  # set_aside_logs: an earlier run's logs
 
 
 def event(step: int, rule: str, message: str, advice: str = "", **evidence: Any) -> dict:
@@ -143,6 +148,41 @@ def update_plots(workdir: str) -> list[str]:
     except FileNotFoundError:
         return []
     return plots.plot_metrics(rows, fs.join(workdir, PLOTS_DIR))
+
+
+def _log_files(workdir: str) -> list[str]:
+    """The names of the run's log files directly in `workdir` (JSONL logs, TensorBoard's)."""
+    try:
+        names = fs.listdir(workdir)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if n in (METRICS_FILE, EVENTS_FILE)
+                  or n.startswith(TENSORBOARD_PREFIX))
+
+
+def set_aside_logs(workdir: str, when: float | None = None) -> str | None:
+    """Moves the logs of an earlier run in `workdir` (metrics.jsonl, events.jsonl, TensorBoard
+    event files) into `WORKDIR/logs-before-<UTC time>/`; returns that folder, None when there
+    were none.
+
+    For a run that starts from step 0 while logs exist (an earlier attempt was killed before
+    its first checkpoint, or every checkpoint was unreadable): the new logs are then one run's
+    logs, so plots and `diagnose` do not read two runs as one, and nothing is deleted.
+    TensorBoard shows the set-aside files as a run of their own.
+    """
+    names = _log_files(workdir)
+    if not names:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if when is None else when))
+    folder = fs.join(workdir, f"{OLD_LOGS_PREFIX}{stamp}")
+    suffix = 1
+    while fs.exists(folder):
+        suffix += 1
+        folder = fs.join(workdir, f"{OLD_LOGS_PREFIX}{stamp}-{suffix}")
+    fs.makedirs(folder)
+    for name in names:
+        fs.rename(fs.join(workdir, name), fs.join(folder, name))
+    return folder
 
 
 class MetricWriter:

@@ -211,30 +211,164 @@ def load_run(workdir: str, checkpoint: str = "latest") -> Run:
     return Run(config, gan, state, int(step))
 
 
-def generate_samples(
-    gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool = False,
-    truncation: float | None = None, matmul_precision: str = "default",
-) -> np.ndarray:
-    """`num` samples as float32 numpy, from latents drawn with `seed` (batching-independent).
+# `sample` draws latents and generates in blocks of this many samples: memory stays bounded
+# for any N, and the first N samples of a larger N are the same samples.
+SAMPLE_BLOCK = 1000
+# `sample --out FILE.png`: at most this many samples in one picture.
+PNG_MAX_IMAGES = 4096  # an image grid (64 x 64 tiles)
+PNG_MAX_POINTS = 100_000  # a scatter plot of 2-D samples
+SAMPLE_FORMATS = (".npy", ".png")
 
-    `truncation` psi > 0 redraws latent coordinates beyond +-psi
-    (`sampling.truncated_normal_latents`); None draws plain N(0, I) latents. `use_ema` asks
-    for the EMA generator; a run that kept none raises `UserError`. The generator runs at
-    `matmul_precision` (the run's `config.matmul_precision`, see `wgan_jax.precision`).
-    """
-    from wgan_jax.evaluation import draw_samples
 
-    if truncation is None:
-        _check_ema(state, use_ema)
-        with precision.scope(matmul_precision):
-            return draw_samples(gan, state, num, seed=seed, use_ema=use_ema)
+def block_latents(seed: int, block: int, rows: int, z_dim: int,
+                  truncation: float | None = None) -> Any:
+    """The latents [rows, z_dim] of block `block` of a `sample` draw with `seed`: N(0, I)
+    (or truncated at +-psi `truncation`) from `PRNGKey(seed)` for block 0, from
+    `fold_in(PRNGKey(seed), block)` after it. Block 0 of `rows` <= `SAMPLE_BLOCK` samples is
+    exactly `jax.random.normal(PRNGKey(seed), (rows, z_dim))`, the draw of earlier versions."""
     import jax
 
     from wgan_jax.sampling import truncated_normal_latents
 
-    z = truncated_normal_latents(jax.random.PRNGKey(seed), num, gan.z_dim, truncation)
-    with precision.scope(matmul_precision):
-        return generate_from_latents(gan, state, z, use_ema)
+    key = jax.random.PRNGKey(seed)
+    if block:
+        key = jax.random.fold_in(key, block)
+    if truncation is not None:
+        return truncated_normal_latents(key, rows, z_dim, truncation)
+    return jax.random.normal(key, (rows, z_dim))
+
+
+def iter_samples(
+    gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool = False,
+    truncation: float | None = None, labels: list[int] | None = None,
+    block: int = SAMPLE_BLOCK, matmul_precision: str = "default",
+) -> Any:
+    """Yields the float32 samples of `generate_samples` (or, with `labels`, of
+    `generate_class_samples`) block after block, at most `block` at a time, so that a large
+    `num` never holds more than one block in memory. Every block is generated at the full
+    `block` size (the last one padded and cut), so the generator compiles once. The generator
+    runs at `matmul_precision` (the run's `config.matmul_precision`, see `wgan_jax.precision`)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from wgan_jax.evaluation import generate_from_latents as generate
+
+    _check_ema(state, use_ema)
+    for label in ([None] if labels is None else labels):
+        for k, first in enumerate(range(0, num, block)):
+            rows = min(block, num - first)
+            z = block_latents(seed, k, rows, gan.z_dim, truncation)
+            if rows < block and first > 0:
+                z = jnp.concatenate([z, jnp.zeros((block - rows, gan.z_dim), z.dtype)])
+            y = None
+            if label is not None:
+                y = np.full((len(z),), label, np.int32)
+            elif gan.num_classes:
+                y = (np.arange(first, first + len(z)) % gan.num_classes).astype(np.int32)
+            with precision.scope(matmul_precision):
+                samples = generate(gan, state, z, use_ema, y)
+            yield samples[:rows]
+
+
+def generate_samples(
+    gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool = False,
+    truncation: float | None = None, matmul_precision: str = "default",
+) -> np.ndarray:
+    """`num` samples as float32 numpy, from latents drawn with `seed` in blocks of
+    `SAMPLE_BLOCK` (`block_latents`): the first N samples of a larger `num` are the same.
+
+    `truncation` psi > 0 redraws latent coordinates beyond +-psi
+    (`sampling.truncated_normal_latents`); None draws plain N(0, I) latents. `use_ema` asks
+    for the EMA generator; a run that kept none raises `UserError`. All in memory: for a large
+    `num` use `write_samples`, which streams to a file.
+    """
+    import numpy as np
+
+    return np.concatenate(list(iter_samples(gan, state, num, seed, use_ema, truncation,
+                                            matmul_precision=matmul_precision)))
+
+
+def check_sample_out(path: str, num: int, *, toy: bool | None = None,
+                     per_class: int = 1) -> str:
+    """The format (".npy" or ".png") `sample` writes to `path`; `UserError` naming `path` when
+    that cannot be written: another suffix, a directory, a parent that is no directory or
+    cannot be written in, or more samples than one picture holds (`toy`: 2-D samples; None:
+    not known yet). A local directory is probed by creating (and removing) a file in it."""
+    if not fs.is_remote(path) and os.path.isdir(path):
+        raise UserError(f"--out {path} is a directory; name a file in it, e.g. "
+                        f"{os.path.join(path, 'samples.npy')}")
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in SAMPLE_FORMATS:
+        raise UserError(f"--out {path!r}: sample writes .npy (the samples as an array) or .png "
+                        "(a picture of them), not " + (repr(extension) if extension else
+                                                        "a file without a suffix"))
+    if extension == ".png" and toy is not None:
+        limit = PNG_MAX_POINTS if toy else PNG_MAX_IMAGES
+        if num * per_class > limit:
+            raise UserError(f"--out {path!r}: a .png holds at most {limit} samples, asked for "
+                            f"{num * per_class}; write .npy for more")
+    fs.check_writable_file(path, "--out")
+    return extension
+
+
+def write_samples(
+    run: Run, path: str, num: int, seed: int, use_ema: bool = False,
+    truncation: float | None = None, labels: list[int] | None = None,
+    progress: Any = None, block: int = SAMPLE_BLOCK,
+) -> tuple[int, ...]:
+    """Writes `num` samples (of each class in `labels`) of `run` to `path`; their shape.
+
+    `.npy`: streamed block after block into a temporary file that replaces `path` once
+    complete (memory bounded by one block; `progress(done, total)` after each block).
+    `.png`: an image grid (one class per row with `labels`), or for 2-D toy samples a scatter
+    plot. `UserError` (before anything is written) for a path `check_sample_out` refuses, and
+    when writing fails (e.g. the disk is full; the partial file is removed).
+    """
+    import numpy as np
+
+    toy = len(data_shape(run.config)) == 1
+    per_class = 1 if labels is None else len(labels)
+    if labels is not None:
+        check_labels(run.gan, labels)
+    extension = check_sample_out(path, num, toy=toy, per_class=per_class)
+    blocks = iter_samples(run.gan, run.state, num, seed, use_ema, truncation, labels, block,
+                          run.config.matmul_precision)
+    total = num * per_class
+    if extension == ".png":
+        from wgan_jax import plots
+
+        samples = np.concatenate(list(blocks))
+        try:
+            if toy:
+                plots.save_scatter(path, samples, title=f"{total} samples")
+            else:
+                plots.save_image_grid(path, np.clip(samples, -1, 1),
+                                      ncols=num if labels is not None else None)
+        except OSError as error:
+            raise UserError(f"cannot write --out {path}: {error}") from None
+        return samples.shape
+    first = next(blocks)
+    shape = (total, *first.shape[1:])
+    fs.check_free_space(path, total * first[0].nbytes, "--out")
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+              "fortran_order": False, "shape": shape}
+    done = 0
+    try:
+        with fs.atomic_writer(path) as f:
+            np.lib.format.write_array_header_1_0(f, header)
+            for part in _chain(first, blocks):
+                f.write(np.ascontiguousarray(part, np.float32).tobytes())
+                done += len(part)
+                if progress is not None:
+                    progress(done, total)
+    except OSError as error:
+        raise UserError(f"cannot write --out {path}: {error} (nothing was written)") from None
+    return shape
+
+
+def _chain(first: Any, rest: Any) -> Any:
+    yield first
+    yield from rest
 
 
 def generate_from_latents(
@@ -276,8 +410,7 @@ def write_interpolation(
     if len(shape) != 3:
         raise UserError(f"{run.config.dataset} is not image data: an interpolation needs images")
     z = sampling.interpolation_latents(seed, steps, run.gan.z_dim, rows=rows, psi=truncation)
-    with precision.scope(run.config.matmul_precision):
-        images = generate_from_latents(run.gan, run.state, z.reshape(rows * steps, -1), use_ema)
+    images = generate_from_latents(run.gan, run.state, z.reshape(rows * steps, -1), use_ema)
     images = images.reshape(rows, steps, *images.shape[1:])
     if extension == ".png":
         sampling.save_interpolation_png(path, images)
@@ -295,25 +428,21 @@ def generate_class_samples(
     columns is class `labels[k]`. `UserError` for an unconditional run or an unknown class.
     The generator runs at `matmul_precision` (the run's `config.matmul_precision`).
     """
-    import jax
-    import jax.numpy as jnp
     import numpy as np
 
-    from wgan_jax.state import apply_generator
+    check_labels(gan, labels)
+    return np.concatenate(list(iter_samples(gan, state, num, seed, use_ema, labels=labels,
+                                            matmul_precision=matmul_precision)))
 
+
+def check_labels(gan: GAN, labels: list[int]) -> None:
+    """`UserError` unless `gan` is class-conditional and has every class in `labels`."""
     if not gan.num_classes:
         raise UserError("this run is not class-conditional (config.model.conditional='none')")
     bad = [k for k in labels if not 0 <= k < gan.num_classes]
     if bad:
         raise UserError(f"class {bad[0]} is not one of this run's classes "
                         f"0..{gan.num_classes - 1}")
-    if use_ema and state.ema_params is None:
-        raise UserError("this run kept no EMA generator weights (config.ema_decay was 0)")
-    z = jax.random.normal(jax.random.PRNGKey(seed), (num, gan.z_dim))
-    fn = jax.jit(precision.within(
-        matmul_precision, lambda s, y: apply_generator(gan, s, z, use_ema=use_ema, labels=y)))
-    parts = [np.asarray(fn(state, jnp.full((num,), k, jnp.int32))) for k in labels]
-    return np.concatenate(parts).astype(np.float32)
 
 
 def write_class_grid(

@@ -1,7 +1,11 @@
 """`python -m wgan_jax.sample --workdir DIR --num N --out FILE.npy [--seed S] [--checkpoint
 latest|best|STEP] [--ema] [--truncation PSI] [--label K | --labels K1,K2,...]`: N generated
 samples in data space, deterministic for a seed. Toy runs give float32 [N, 2]; image runs
-float32 [N, H, W, C] in [-1, 1].
+float32 [N, H, W, C] in [-1, 1]. A `.npy` file is streamed to disk in blocks of
+`runs.SAMPLE_BLOCK` (memory bounded for any N, a progress line every 5 s, the file replaced
+only once complete); `--out FILE.png` writes a picture instead: an image grid, or a scatter
+plot of a toy run's 2-D samples. Another suffix, a directory or a place that cannot be
+written is one `error:` line before anything is loaded.
 
 `--interpolate STEPS --out FILE.png|FILE.gif [--rows R]` (image runs): R spherical
 interpolations between seeded latents, as a grid PNG (a row each) or an animated GIF of STEPS
@@ -12,11 +16,10 @@ A class-conditional run with `--labels` gives N samples of each class, class aft
 
 from __future__ import annotations
 
-import io
 import math
 import sys
+import time
 
-import numpy as np
 from absl import app, flags
 
 from wgan_jax import cli, fs, runs
@@ -26,7 +29,8 @@ FLAGS = flags.FLAGS
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The run's workdir.")
 _NUM = flags.DEFINE_integer("num", 1000, "How many samples.")
-_OUT = flags.DEFINE_string("out", None, "Output .npy file.")
+_OUT = flags.DEFINE_string(
+    "out", None, "Output file: .npy (the samples, streamed to disk) or .png (a picture).")
 _SEED = flags.DEFINE_integer("seed", 0, "Latent seed: the same seed gives the same samples.")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "latest, best, or a step number.")
 _EMA = flags.DEFINE_boolean("ema", False, "Use the EMA generator weights (if the run kept them).")
@@ -72,9 +76,16 @@ def main(argv: list[str]) -> int:
         cli.fail(f"--checkpoint {error}")
     cli.setup_logging(True)
 
+    try:  # before the run is loaded: a path that cannot be written is one line at once
+        if steps is None:
+            runs.check_sample_out(_OUT.value, _NUM.value)
+        else:
+            fs.check_writable_file(_OUT.value, "--out")
+    except UserError as error:
+        cli.fail(cli.first_line(error))
+
     def body() -> int:
         run = runs.load_run(_WORKDIR.value, _CHECKPOINT.value)
-        gan, state, step = run.gan, run.state, run.step
         if steps is not None:
             shape = runs.write_interpolation(run, _OUT.value, steps, _SEED.value,
                                              rows=_ROWS.value, truncation=psi,
@@ -83,30 +94,36 @@ def main(argv: list[str]) -> int:
                   f"{run.step} to {_OUT.value}")
             return 0
         out = _OUT.value
-        if labels is None:
-            samples = runs.generate_samples(gan, state, _NUM.value, _SEED.value, _EMA.value,
-                                            truncation=psi,
-                                            matmul_precision=run.config.matmul_precision)
-        else:
+        if labels is not None:
             flag = "--label" if _LABEL.value is not None else "--labels"
             try:
-                if out.endswith(".png"):
-                    runs.write_class_grid(run, out, labels, _NUM.value, _SEED.value, _EMA.value)
-                    print(f"wrote a grid of classes {labels} (one per row) from checkpoint "
-                          f"{step} to {out}")
-                    return 0
-                samples = runs.generate_class_samples(
-                    gan, state, _NUM.value, _SEED.value, labels, _EMA.value,
-                    run.config.matmul_precision)
+                runs.check_labels(run.gan, labels)
             except UserError as error:
                 cli.fail(f"{flag}: {error}")
-        buffer = io.BytesIO()
-        np.save(buffer, samples)
-        fs.write_atomic(out, buffer.getvalue())
-        print(f"wrote {samples.shape} samples from checkpoint {step} to {out}")
+        shape = runs.write_samples(run, out, _NUM.value, _SEED.value, _EMA.value,
+                                   truncation=psi, labels=labels, progress=_Progress())
+        what = (f"a grid of classes {labels} (one per row)" if labels is not None
+                and out.lower().endswith(".png") else f"{shape} samples")
+        print(f"wrote {what} from checkpoint {run.step} to {out}")
         return 0
 
     return cli.run_guarded(body)
+
+
+class _Progress:
+    """`sample: N of M samples written (P%)` on stderr, at most every 5 seconds (large --num)."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.every = every
+        self.last = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every and done < total:
+            self.last = now
+            sys.stderr.write(f"sample: {done} of {total} samples written "
+                             f"({100 * done / total:.0f}%)\n")
+            sys.stderr.flush()
 
 
 def _parse_labels() -> list[int] | None:

@@ -24,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import evaluation, fs, input_pipeline, plots, precision, records
 from wgan_jax.config import check_num_classes, data_shape, validate_config
-from wgan_jax.errors import UserError
+from wgan_jax.errors import StoppedDuringSetup, UserError
 from wgan_jax.health import HealthMonitor, format_event
 from wgan_jax.progress import Progress
 from wgan_jax.runs import abstract_train_state, build_gan, build_networks
@@ -53,18 +53,63 @@ def replicate(tree: Any, mesh) -> Any:
     return jax.tree.map(lambda x: jax.device_put(x, sharding), tree)
 
 
+class _SetupStop:
+    """SIGTERM/SIGINT during setup (building networks, reading data, restoring, compiling):
+    raises `StoppedDuringSetup`, which unwinds the setup (the lock is released, nothing
+    half-written stays) and ends the run with one line saying nothing was trained yet.
+
+    Once the loop's `_Stop` has taken over (`started`), a signal that arrives after the loop,
+    while the final checkpoint and samples are written, is only logged (a second Ctrl-C still
+    interrupts). Single-process runs only, as `_Stop`.
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.started = False
+        self._signalled = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _SetupStop:
+        if self.enabled:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    self._previous[sig] = signal.signal(sig, self._handle)
+                except ValueError:  # not the main thread
+                    pass
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        del frame
+        if not self.started:
+            raise StoppedDuringSetup(signum)
+        if self._signalled and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self._signalled = True
+        log.warning("received %s: the run is finishing (final checkpoint, samples)",
+                    signal.Signals(signum).name)
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
 class _Stop:
     """Turns SIGTERM/SIGINT into a flag the loop checks between iterations.
 
     Only in single-process runs: with several processes a local flag would stop them at
     different steps, so there JAX's preemption service (which catches SIGTERM) and
     `Checkpointer.reached_preemption` make every process stop at the same step.
+    A second Ctrl-C raises `KeyboardInterrupt` at once (exit 130): a checkpoint being
+    written then may not be committed (README: the fault table).
     """
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, setup: _SetupStop | None = None) -> None:
         self.requested = False
         self.enabled = enabled
         self._previous: dict[int, Any] = {}
+        self._setup = setup
+        if setup is not None:
+            setup.started = True
 
     def __enter__(self) -> _Stop:
         if not self.enabled:
@@ -81,6 +126,8 @@ class _Stop:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
+        if self._setup is not None:  # after the loop, a second Ctrl-C still interrupts
+            self._setup._signalled = True
         log.warning("received %s: finishing this iteration, saving a checkpoint, exiting",
                     signal.Signals(signum).name)
 
@@ -241,25 +288,28 @@ def train_and_evaluate(
     `wgan_jax.models.build_models`). `workdir` is a local directory or a URL such as
     `gs://bucket/run` (see `wgan_jax.fs`).
     """
-    mesh = make_mesh()
-    validate_config(config, mesh.devices.size)
-    generator, critic = build_networks(config, generator, critic)  # factory errors: no write yet
-    is_main = jax.process_index() == 0
-    lock = ckpt.WorkdirLock(workdir) if is_main else None
-    check_num_classes(config)
-    it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
-    if is_main:
-        fs.makedirs(workdir)
-    if lock:
-        lock.acquire()
-    try:
-        return _train(config, workdir, mesh, it, generator, critic, is_main)
-    finally:
+    with _SetupStop(enabled=jax.process_count() == 1) as setup:
+        mesh = make_mesh()
+        validate_config(config, mesh.devices.size)
+        fs.check_directory(workdir)
+        generator, critic = build_networks(config, generator, critic)  # factory errors: no write
+        is_main = jax.process_index() == 0
+        lock = ckpt.WorkdirLock(workdir) if is_main else None
+        check_num_classes(config)
+        it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
+        if is_main:
+            fs.makedirs(workdir)
         if lock:
-            lock.release()
+            lock.acquire()
+        try:
+            return _train(config, workdir, mesh, it, generator, critic, is_main, setup)
+        finally:
+            if lock:
+                lock.release()
 
 
-def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, Any]:
+def _train(config, workdir, mesh, it, generator, critic, is_main,
+           setup: _SetupStop | None = None) -> dict[str, Any]:
     """The loop. Checkpoints: every `checkpoint_every`, when an evaluation ran, on a stop
     signal and at the end, asynchronously; a save waits only for the previous one.
 
@@ -287,6 +337,13 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         if guard.lr_scale != 1.0:
             gan = build_gan(config, generator, critic, guard.lr_scale)
         log.info("resuming from checkpoint %d in %s", start, checkpointer.directory)
+        if start >= config.num_iterations:
+            return _already_done(config, checkpointer, start, guard, workdir)
+    if restored is None and is_main:
+        moved = records.set_aside_logs(workdir)
+        if moved:
+            log.info("no checkpoint to resume from: starting at step 0 with new logs; the "
+                     "earlier logs (metrics, events, TensorBoard) were moved to %s", moved)
     if is_main:
         _write_config(config, workdir, gan.num_classes)
     writer = records.MetricWriter(
@@ -328,7 +385,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
             extra = {"early_stopping": early.get_state()} if early is not None else {}
             return {**it.get_state(), "lr_scale": guard.lr_scale, "guard": guard.state(), **extra}
 
-        with _Stop(enabled=jax.process_count() == 1) as stop:
+        with _Stop(enabled=jax.process_count() == 1, setup=setup) as stop:
             while step < total:
                 state, metrics = step_fn(state, next(it))
                 step += 1
@@ -411,6 +468,19 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         except Exception as error:  # noqa: BLE001 - never mask the original error
             log.warning("closing the checkpointer failed: %s", error)
         raise
+
+
+def _already_done(config, checkpointer, start: int, guard: _Guard, workdir: str) -> dict:
+    """A resume whose checkpoint already reached `num_iterations`: one line, nothing trained
+    and nothing written (exit status 0: the run is complete)."""
+    log.info("nothing to train: checkpoint %d in %s already reached num_iterations=%d (raise "
+             "--config.num_iterations to train further)", start, checkpointer.directory,
+             config.num_iterations)
+    best = checkpointer.best()
+    checkpointer.close()
+    return {"step": start, "start_step": start, "stopped_early": False,
+            "rollbacks": guard.rollbacks, "early_stopped": False, "best": best,
+            "lr_scale": guard.lr_scale, "metrics": {}, "workdir": workdir}
 
 
 def _fail_nonfinite_final(step: int, checkpointer, writer) -> None:

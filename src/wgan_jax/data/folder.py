@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import uuid
 
 import numpy as np
@@ -34,17 +35,59 @@ RECORDS = "images.array_record"
 META = "meta.json"
 
 
-def list_images(root: str) -> list[tuple[str, int, int]]:
-    """(relative path, size, mtime_ns) of every PNG/JPEG under `root`, sorted by path."""
-    found = []
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _scan(root: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]]:
+    """(images, others): (relative path, size, mtime_ns) of every regular PNG/JPEG file under
+    `root` (a symlink to one counts), sorted by path; and (relative path, what it is) of the
+    entries with an image name that are not readable regular files (FIFOs, sockets, devices,
+    dangling symlinks): opening those would block or fail, so they are never opened."""
+    found, others = [], []
     for directory, subdirs, names in os.walk(root):
         subdirs.sort()
         for name in names:
             if name.lower().endswith(IMAGE_SUFFIXES) and not name.startswith("."):
                 path = os.path.join(directory, name)
-                st = os.stat(path)
-                found.append((os.path.relpath(path, root), st.st_size, st.st_mtime_ns))
-    return sorted(found)
+                rel = os.path.relpath(path, root)
+                try:
+                    st = os.stat(path)
+                except OSError as error:
+                    link = os.path.islink(path)
+                    others.append((rel, "a dangling symlink" if link else str(error)))
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    others.append((rel, _kind(st.st_mode)))
+                    continue
+                found.append((rel, st.st_size, st.st_mtime_ns))
+    return sorted(found), sorted(others)
+
+
+def list_images(root: str, skip_others: bool = False) -> list[tuple[str, int, int]]:
+    """(relative path, size, mtime_ns) of every PNG/JPEG file under `root`, sorted by path.
+
+    An entry with an image name that is no regular file (a FIFO, a socket, a dangling
+    symlink) is a `DataError` naming it, or with `skip_others` is left out with a warning.
+    """
+    files, others = _scan(root)
+    if others:
+        named = ", ".join(f"{rel} ({what})" for rel, what in others[:3])
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        if not skip_others:
+            raise DataError(f"folder:{root}: {len(others)} image entries are not regular files: "
+                            f"{named}{more}; remove them, or set config.skip_corrupt_images=True "
+                            "to skip them")
+        log.warning("folder:%s: skipping %d entries that are not regular files: %s%s", root,
+                    len(others), named, more)
+    return files
 
 
 def fingerprint(files: list[tuple[str, int, int]], size: int, channels: int) -> str:
@@ -121,7 +164,7 @@ def class_names(path: str) -> list[str]:
     lie directly in it, when a class subfolder has no images, or when there are fewer than 2.
     """
     root = _root(path)
-    files = list_images(root)
+    files = _scan(root)[0]  # entries that are no regular files are named by folder_source
     what = f"config.folder_classes: folder:{path}"
     loose = [rel for rel, _, _ in files if os.sep not in rel]
     if loose:
@@ -154,9 +197,11 @@ class _RawDecoder:
         return np.frombuffer(record, np.uint8).reshape(self.shape)
 
 
-def prepared_dir(root: str, data_dir: str, size: int, channels: int) -> str:
-    """Where the converted dataset of `root` lives (converted or not)."""
-    files = list_images(root)
+def prepared_dir(root: str, data_dir: str, size: int, channels: int,
+                 files: list[tuple[str, int, int]] | None = None) -> str:
+    """Where the converted dataset of `root` (of `files`, default `list_images(root)`) lives
+    (converted or not)."""
+    files = list_images(root) if files is None else files
     if not files:
         raise DataError(f"folder:{root}: no PNG or JPEG images found (searched recursively)")
     name = os.path.basename(os.path.normpath(root)) or "root"
@@ -173,8 +218,8 @@ def folder_source(
 
     root = _root(path)
     names = class_names(path) if classes else None
-    files = list_images(root)
-    out_dir = prepared_dir(root, data_dir, size, channels)
+    files = list_images(root, skip_others=skip_corrupt)
+    out_dir = prepared_dir(root, data_dir, size, channels, files)
     if not os.path.exists(os.path.join(out_dir, META)):
         log.info("converting %d images of %s into %s", len(files), root, out_dir)
         try:
