@@ -11,3 +11,7 @@ class ConfigError(UserError):
 
 class DataError(UserError):
     """A dataset cannot be found, read or converted."""
+
+
+class NetworkError(ConfigError, ValueError):
+    """A generator or critic does not fit the data or the contract (checked at the door)."""

@@ -85,9 +85,16 @@ def as_model(obj: Any, *, rng_streams: Sequence[str] = ("dropout",)) -> Model:
     import flax.linen as nn
     from flax import nnx
 
+    if isinstance(obj, type) and issubclass(obj, (nnx.Module, nn.Module)):
+        raise TypeError(f"got the class {obj.__module__}.{obj.__qualname__} itself, not a "
+                        f"module: pass an instance, {obj.__qualname__}(...)")
     if isinstance(obj, nnx.Module):
         return _from_nnx(obj)
     if isinstance(obj, nn.Module):
+        if not _takes_train(obj):
+            raise TypeError(f"the Linen module {type(obj).__qualname__}'s __call__ takes no "
+                            "`train` argument: add one (def __call__(self, x, train: bool = "
+                            "True)); the step calls it with train=True or False")
         return _from_linen(obj, tuple(rng_streams))
     if isinstance(obj, tuple) and len(obj) == 2 and all(callable(f) for f in obj):
         return Model(init=obj[0], apply=obj[1])
@@ -97,6 +104,17 @@ def as_model(obj: Any, *, rng_streams: Sequence[str] = ("dropout",)) -> Model:
         "init(rng, example) -> (params, state) and apply(params, state, x, *, train, rng) -> "
         "(out, new_state), or a wgan_jax.models.contract.Model"
     )
+
+
+def _takes_train(module: Any) -> bool:
+    """Whether a Linen module's `__call__` accepts `train=` (by name or through **kwargs)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(type(module).__call__).parameters.values()
+    except (TypeError, ValueError):
+        return True  # cannot tell: let the call say
+    return any(p.name == "train" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def _describe(obj: Any) -> str:
@@ -144,12 +162,20 @@ def _from_linen(module: Any, rng_streams: tuple[str, ...]) -> Model:
     return _model(init, run, "linen")
 
 
+def nnx_filters() -> tuple[Any, Any]:
+    """(params, state) filters of an NNX module: its `nnx.Param`s, and every other variable
+    except RNG streams and `nnx.Intermediate`s (BatchNorm statistics, ...)."""
+    from flax import nnx
+
+    return nnx.Param, nnx.Not(nnx.Any(nnx.Param, nnx.RngState, nnx.Intermediate))
+
+
 def _from_nnx(module: Any) -> Model:
     from flax import nnx
 
     template = nnx.clone(module)
     nnx.pop(template, nnx.Intermediate)
-    other = nnx.Not(nnx.Any(nnx.Param, nnx.RngState, nnx.Intermediate))
+    _, other = nnx_filters()
     graphdef, params0, rngs0, state0 = nnx.split(template, nnx.Param, nnx.RngState, other)
 
     def init(rng: jax.Array, example: jax.Array) -> tuple[PyTree, PyTree]:
