@@ -252,3 +252,31 @@ def bad_generator_image_size(config):
 
 def bad_generator_class(config):
     return CaseNNXGenerator
+
+
+class ConditionalNNXGenerator(nnx.Module):
+    """(z, labels) -> 2-D points: the label's embedding joins z, BatchNorm over "data"."""
+
+    def __init__(self, z_dim: int, num_classes: int, out_dim: int = 2, width: int = 64, *,
+                 rngs: nnx.Rngs):
+        self.embed = nnx.Embed(num_classes, 8, rngs=rngs)
+        self.hidden = nnx.Linear(z_dim + 8, width, use_bias=False, rngs=rngs)
+        self.norm = nnx.BatchNorm(width, axis_name="data", use_fast_variance=False, rngs=rngs)
+        self.out = nnx.Linear(width, out_dim, rngs=rngs)
+
+    def __call__(self, z, labels):
+        h = jnp.concatenate([z, self.embed(labels)], axis=-1)
+        return self.out(nnx.relu(self.norm(self.hidden(h))))
+
+
+class ConditionalNNXCritic(nnx.Module):
+    """(x, labels) -> scores [B]: an MLP's score plus a projection <embed(labels), features>."""
+
+    def __init__(self, in_dim: int, num_classes: int, width: int = 64, *, rngs: nnx.Rngs):
+        self.hidden = nnx.Linear(in_dim, width, rngs=rngs)
+        self.embed = nnx.Embed(num_classes, width, rngs=rngs)
+        self.score = nnx.Linear(width, 1, rngs=rngs)
+
+    def __call__(self, x, labels):
+        h = nnx.leaky_relu(self.hidden(x.reshape((x.shape[0], -1))), 0.2)
+        return self.score(h)[:, 0] + jnp.sum(self.embed(labels) * h, axis=-1)

@@ -63,6 +63,17 @@ def check_run_networks(config: Any, generator: Any, critic: Any, *,
             names.append(f"config.model.{which}")
         else:
             names.append(f"config.model.kind={config.model.kind!r} {which}")
+    conditional = config.model.conditional
+    for which, name, passed in zip(("generator", "critic"), names, given, strict=True):
+        own = passed or bool(config.model[which])
+        if conditional == "labels" and not own:
+            raise NetworkError(f"{name}: config.model.conditional='labels' gives the labels to "
+                               "your own networks; the built-in ones are conditioned with "
+                               "'projection' (or give your own " + which + ")")
+        if conditional == "projection" and own:
+            raise NetworkError(f"{name}: config.model.conditional='projection' is the built-in "
+                               "networks' conditioning; your own networks take "
+                               "conditional='labels' (they get labels=...)")
     own_critic = given[1] or bool(config.model.critic)
     check_networks(generator, critic, data_shape(config), config.model.z_dim,
                    num_classes(config), axis_name=AXIS, names=(names[0], names[1]),
@@ -163,7 +174,9 @@ def _abstract_apply(name: str, model: Model, params, state, example, text: str):
         if isinstance(error, TypeError) and "train" in str(error) and model.kind == "linen":
             raise NetworkError(f"{name}: the Linen module's __call__ must take a `train` "
                                "argument (def __call__(self, x, train: bool = True))") from None
-        raise NetworkError(f"{name}: expected to take {text}; calling it raised "
+        hint = (" (a conditional NNX or Linen module takes them as __call__(self, x, "
+                "labels))") if "labels" in text else ""
+        raise NetworkError(f"{name}: expected to take {text}{hint}; calling it raised "
                            f"{_one_line(error)}") from None
     return out
 

@@ -18,6 +18,10 @@ A `Model` is::
 * `out`: the generator's samples `[B, ...]` or the critic's scores `[B]`.
 * Class-conditional models take `x = (inputs, labels)` (a tuple pytree, int labels `[B]`):
   the generator `(latents, labels)`, the critic `(samples, labels)`; the contract is the same.
+  An NNX or Linen module whose `__call__` takes a `labels` argument is called
+  `module(inputs, labels=labels)` (Linen: `..., train=...`): the way to write your own
+  conditional networks (`config.model.conditional = "labels"`). A module without one gets
+  the tuple as its single input (the built-in networks do).
 
 Full diagnostics also need activations (dead ReLUs, saturated tanh). A model may offer
 `capture(params, state, x, *, train, rng=None) -> (out, new_state, activations)`, the same
@@ -91,7 +95,7 @@ def as_model(obj: Any, *, rng_streams: Sequence[str] = ("dropout",)) -> Model:
     if isinstance(obj, nnx.Module):
         return _from_nnx(obj)
     if isinstance(obj, nn.Module):
-        if not _takes_train(obj):
+        if not _takes(obj, "train"):
             raise TypeError(f"the Linen module {type(obj).__qualname__}'s __call__ takes no "
                             "`train` argument: add one (def __call__(self, x, train: bool = "
                             "True)); the step calls it with train=True or False")
@@ -106,15 +110,23 @@ def as_model(obj: Any, *, rng_streams: Sequence[str] = ("dropout",)) -> Model:
     )
 
 
-def _takes_train(module: Any) -> bool:
-    """Whether a Linen module's `__call__` accepts `train=` (by name or through **kwargs)."""
+def _takes(module: Any, name: str) -> bool:
+    """Whether a module's `__call__` accepts the keyword `name` (by name or **kwargs)."""
     import inspect
 
     try:
         parameters = inspect.signature(type(module).__call__).parameters.values()
     except (TypeError, ValueError):
         return True  # cannot tell: let the call say
-    return any(p.name == "train" or p.kind is p.VAR_KEYWORD for p in parameters)
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def _call_args(x: Any, takes_labels: bool) -> tuple[tuple, dict]:
+    """(args, kwargs) of a module call: a conditional input `(inputs, labels)` goes to a
+    module whose `__call__` takes `labels` as `module(inputs, labels=labels)`, else as is."""
+    if takes_labels and isinstance(x, tuple) and len(x) == 2:
+        return (x[0],), {"labels": x[1]}
+    return (x,), {}
 
 
 def _describe(obj: Any) -> str:
@@ -137,8 +149,11 @@ def _model(init: InitFn, run: Callable[..., Any], kind: str) -> Model:
 
 
 def _from_linen(module: Any, rng_streams: tuple[str, ...]) -> Model:
+    takes_labels = _takes(module, "labels")
+
     def init(rng: jax.Array, example: jax.Array) -> tuple[PyTree, PyTree]:
-        variables = dict(module.init(rng, example, train=False))
+        args, kwargs = _call_args(example, takes_labels)
+        variables = dict(module.init(rng, *args, **kwargs, train=False))
         params = variables.pop("params", {})
         variables.pop("intermediates", None)
         return params, variables
@@ -152,9 +167,11 @@ def _from_linen(module: Any, rng_streams: tuple[str, ...]) -> Model:
         if capture:
             mutable.append("intermediates")
         variables = {"params": params, **state}
+        args, kwargs = _call_args(x, takes_labels)
         if not mutable:
-            return module.apply(variables, x, train=train, rngs=rngs), state, {}
-        out, updated = module.apply(variables, x, train=train, rngs=rngs, mutable=mutable)
+            return module.apply(variables, *args, **kwargs, train=train, rngs=rngs), state, {}
+        out, updated = module.apply(variables, *args, **kwargs, train=train, rngs=rngs,
+                                    mutable=mutable)
         updated = dict(updated)
         acts = _flat_names(updated.pop("intermediates", {}))
         return out, {**state, **updated}, acts
@@ -177,6 +194,7 @@ def _from_nnx(module: Any) -> Model:
     nnx.pop(template, nnx.Intermediate)
     _, other = nnx_filters()
     graphdef, params0, rngs0, state0 = nnx.split(template, nnx.Param, nnx.RngState, other)
+    takes_labels = _takes(module, "labels")
 
     def init(rng: jax.Array, example: jax.Array) -> tuple[PyTree, PyTree]:
         del rng, example  # an NNX module is initialised when it is constructed
@@ -190,7 +208,8 @@ def _from_nnx(module: Any) -> Model:
             model.train()
         else:
             model.eval()
-        out, acts = nnx.capture(model, nnx.Intermediate)(x)
+        args, kwargs = _call_args(x, takes_labels)
+        out, acts = nnx.capture(model, nnx.Intermediate)(*args, **kwargs)
         new_state = nnx.to_pure_dict(nnx.state(model, other)) if train else state
         return out, new_state, _flat_names(nnx.to_pure_dict(acts)) if capture else {}
 
