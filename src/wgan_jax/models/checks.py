@@ -12,8 +12,10 @@ Linen, `(init, apply)` pairs, factories, built-in), and raises `NetworkError` (a
   axis name (`axis_name="data"`) is named with the fix;
 * the critic's scores are per-example: no BatchNorm, no batch mean (the gradient penalty
   differentiates each score by its own input only, and a coupled critic would give a penalty
-  that depends on the device count). `probe=True` checks it numerically: the gradient of the
-  first example's score with respect to the other examples must be exactly zero.
+  that depends on the device count). `probe=True` checks it numerically for your own critics
+  (the built-in ones are per-example by design; the config refuses their BatchNorm): the
+  gradient of the first example's score with respect to the other examples must be exactly
+  zero.
 
 Shapes are worked out with `jax.eval_shape` (no compute) on a one-device mesh with the step's
 axis; only the per-example probe computes (one small backward pass).
@@ -49,8 +51,7 @@ def check_run_networks(config: Any, generator: Any, critic: Any, *,
 
     A network passed as an object is named "generator"/"critic", one from the config
     "config.model.generator"/"config.model.critic" (a factory) or "config.model.kind"
-    (built-in). Only your own critics get the per-example probe (the built-in ones are
-    per-example by construction; the config refuses their BatchNorm).
+    (built-in).
     """
     from wgan_jax.config import data_shape, num_classes
     from wgan_jax.step import AXIS
@@ -74,10 +75,8 @@ def check_run_networks(config: Any, generator: Any, critic: Any, *,
             raise NetworkError(f"{name}: config.model.conditional='projection' is the built-in "
                                "networks' conditioning; your own networks take "
                                "conditional='labels' (they get labels=...)")
-    own_critic = given[1] or bool(config.model.critic)
     check_networks(generator, critic, data_shape(config), config.model.z_dim,
-                   num_classes(config), axis_name=AXIS, names=(names[0], names[1]),
-                   probe=own_critic)
+                   num_classes(config), axis_name=AXIS, names=(names[0], names[1]))
 
 
 def as_checked_model(obj: Any, name: str) -> Model:
@@ -129,8 +128,8 @@ def check_networks(
         raise NetworkError(f"{c_name}: expected scores [B] (one per example; [B, 1] accepted) "
                            f"for {x_text}, got {_shape_text(scores, b)}{hint}")
     _check_global_statistics(c_name, crit, d_params, d_state, x_in, mesh, axis_name, critic=True)
-    if probe:
-        _check_per_example(c_name, crit, shape, num_classes, mesh, axis_name)
+    if probe and crit.kind != "builtin":  # the built-in critics are per-example by design
+        _check_per_example(c_name, crit, shape, num_classes, axis_name)
 
 
 def _one_line(error: BaseException) -> str:
@@ -237,25 +236,25 @@ def _path_text(path) -> str:
     return "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
 
 
-def _check_per_example(name: str, model: Model, shape, num_classes, mesh, axis) -> None:
+def _check_per_example(name: str, model: Model, shape, num_classes, axis) -> None:
     """The gradient of example 0's score with respect to examples 1.. must be exactly zero."""
     b = PROBE_BATCH
     x = jax.random.normal(jax.random.PRNGKey(1), (b, *shape), jnp.float32)
     labels = jnp.arange(b, dtype=jnp.int32) % max(num_classes, 1)
     example = (x, labels) if num_classes else x
     params, state = model.init(jax.random.PRNGKey(0), example)
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((params, state))):
+        return  # under a trace (e.g. jax.eval_shape of create_train_state): nothing to compute
 
-    def body(p, s, x, y):
-        def first_score(x):
-            inputs = (x, y) if num_classes else x
-            scores, _ = model.apply(p, s, inputs, train=True, rng=jax.random.PRNGKey(0))
-            return jnp.reshape(scores, (b,))[0].astype(jnp.float32)
+    def first_score(x):
+        inputs = (x, labels) if num_classes else x
+        scores, _ = model.apply(params, state, inputs, train=True, rng=jax.random.PRNGKey(0))
+        return jnp.reshape(scores, (b,))[0].astype(jnp.float32)
 
-        return jax.grad(first_score)(x)
-
-    mapped = jax.shard_map(body, mesh=mesh, in_specs=(P(), P(), P(axis), P(axis)),
-                           out_specs=P(axis))
-    grads = np.asarray(jax.jit(mapped)(params, state, x, labels))
+    # Under a one-element vmap that binds the step's axis name, so that a cross-device
+    # BatchNorm runs as on one device.
+    one = jax.jit(jax.vmap(jax.grad(first_score), axis_name=axis))
+    grads = np.asarray(one(x[None]))[0]
     others = float(np.max(np.abs(grads[1:])))
     if others != 0.0 or not np.all(np.isfinite(grads)):
         raise NetworkError(f"{name}: expected per-example scores (example 0's score independent "

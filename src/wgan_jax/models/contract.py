@@ -75,7 +75,7 @@ class Model:
     init: InitFn
     apply: ApplyFn
     capture: CaptureFn | None = None
-    kind: str = "functions"  # what it was made from: "nnx", "linen", "functions"
+    kind: str = "functions"  # what it was made from: "nnx", "linen", "functions", "builtin"
 
 
 def as_model(obj: Any, *, rng_streams: Sequence[str] = ("dropout",)) -> Model:
@@ -176,7 +176,8 @@ def _from_linen(module: Any, rng_streams: tuple[str, ...]) -> Model:
         acts = _flat_names(updated.pop("intermediates", {}))
         return out, {**state, **updated}, acts
 
-    return _model(init, run, "linen")
+    builtin = type(module).__module__.startswith("wgan_jax.models.")
+    return _model(init, run, "builtin" if builtin else "linen")
 
 
 def nnx_filters() -> tuple[Any, Any]:
