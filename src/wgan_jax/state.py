@@ -46,7 +46,9 @@ class GAN:
     latents `[B, z_dim]` to samples, a critic maps samples to scores `[B]`. Both optimizers
     are wrapped in `optax.apply_if_finite` unless they already are, so a non-finite update is
     skipped and counted whatever optimizer is given. `num_classes > 0`: class-conditional
-    networks, which take `(latents, labels)` and `(samples, labels)`.
+    networks, which take `(latents, labels)` and `(samples, labels)` (an NNX or Linen module
+    whose `__call__` takes `labels` gets them as `labels=...`). A network that is not one of
+    these kinds is a `ValueError` naming it (`errors.NetworkError`).
     """
 
     generator: Model

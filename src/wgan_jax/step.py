@@ -1,13 +1,14 @@
 """The data-parallel train step: `n_critic` critic updates and one generator update, compiled once.
 
 `make_train_step(StepConfig(...), mesh, gan)` returns `step(state, real) -> (state, metrics)`,
-one jitted function per generator iteration, callable from any loop. Random numbers for the
-*global* batch (latents, the penalty's alphas and noise) are drawn first, so they do not depend
-on how the batch is split; then a `jax.shard_map` over the mesh's data axis runs the critic
-updates in a `lax.scan` and the generator update. Parameters are replicated; every loss is a
-local mean turned global by `lax.pmean`, and the gradient is taken of that global loss.
-(Taking `pmean` of local gradients instead would be N times too large: with replicated
-parameters, JAX already sums the cotangents over devices.)
+one jitted function per generator iteration, callable from any loop; `place_state` and
+`place_batches` put a state and host batches where it takes them (docs/library.md). Random
+numbers for the *global* batch (latents, the penalty's alphas and noise) are drawn first, so
+they do not depend on how the batch is split; then a `jax.shard_map` over the mesh's data axis
+runs the critic updates in a `lax.scan` and the generator update. Parameters are replicated;
+every loss is a local mean turned global by `lax.pmean`, and the gradient is taken of that
+global loss. (Taking `pmean` of local gradients instead would be N times too large: with
+replicated parameters, JAX already sums the cotangents over devices.)
 
 DiffAugment and instance noise (`StepConfig.augment`, `StepConfig.instance_noise`) change what
 the critic sees: every critic input is `augment(x) + sigma * noise`, real and fake, and the

@@ -49,7 +49,8 @@ leaves those two statistics out.
 
 BatchNorm in a generator must name the step's data axis (`axis_name="data"` by default) so
 that its statistics are those of the global batch; a critic must not use BatchNorm under an
-input-gradient penalty (it couples the examples of a batch).
+input-gradient penalty (it couples the examples of a batch). `wgan_jax.models.checks` checks
+both, and the shapes, before a run or a train state starts.
 """
 
 from __future__ import annotations
