@@ -165,3 +165,17 @@ def test_a_wrong_factory_network_through_the_cli_is_one_line_exit_2(tmp_path, ke
     assert lines[-1].startswith(f"error: config.model.{key}: "), lines[-3:]
     assert words in lines[-1] and "Traceback" not in result.stderr
     assert not os.path.exists(workdir)
+
+
+def test_a_batchnorm_critic_is_refused_only_under_an_input_gradient_penalty():
+    from wgan_jax.models.checks import check_run_networks
+
+    config = _config(penalty="gp")
+    critic = CaseNNXCritic(norm="data")  # global-batch statistics
+    with pytest.raises(ValueError, match="^critic: expected per-example scores"):
+        check_run_networks(config, CaseNNXGenerator(), critic, given=(True, True))
+    config.penalty = "clip"  # the original WGAN's critic had BatchNorm
+    check_run_networks(config, CaseNNXGenerator(), critic, given=(True, True))
+    with pytest.raises(ValueError, match="axis_name='data'"):  # but global statistics
+        check_run_networks(config, CaseNNXGenerator(), CaseNNXCritic(norm=None),
+                           given=(True, True))

@@ -51,3 +51,6 @@ def test_a_run_trained_from_nnx_objects_is_sampled_and_evaluated(tmp_path):
     assert "runs.load_run(workdir, generator=..., critic=...)" in last
     assert "unreadable" not in result.stderr and "Traceback" not in result.stderr
     assert not os.path.exists(tmp_path / "s.npy")
+    result = run_module(["wgan_jax.evaluate", f"--workdir={workdir}", "--num=50"])
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "passed as an object" in result.stderr.strip().splitlines()[-1]

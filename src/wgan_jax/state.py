@@ -128,7 +128,8 @@ def create_train_state(
     The state owns its arrays: they are copies, never the buffers of your NNX modules, so the
     train step (which donates its state) cannot delete what your modules hold. With `check`
     (the default) the networks are first checked at the door (`models.checks.check_gan`): a
-    wrong network is a `ValueError` naming it, what was expected and what was found.
+    wrong network is a `ValueError` naming it, what was expected and what was found. A critic
+    with (global-batch) BatchNorm, for penalty "clip" or "none" only, needs `check=False`.
     `axis_name` is the mesh axis the batch will be split along (the step's).
     """
     if check:

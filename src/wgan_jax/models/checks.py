@@ -12,7 +12,9 @@ Linen, `(init, apply)` pairs, factories, built-in), and raises `NetworkError` (a
   axis name (`axis_name="data"`) is named with the fix;
 * the critic's scores are per-example: no BatchNorm, no batch mean (the gradient penalty
   differentiates each score by its own input only, and a coupled critic would give a penalty
-  that depends on the device count). `probe=True` checks it numerically for your own critics
+  that depends on the device count). Only under an input-gradient penalty (`probe=False`, as
+  the trainer passes for penalty "clip" or "none", allows a critic with global-batch
+  BatchNorm, as the original WGAN's). `probe=True` checks it numerically for your own critics
   (the built-in ones are per-example by design; the config refuses their BatchNorm): the
   gradient of the first example's score with respect to the other examples must be exactly
   zero.
@@ -76,7 +78,8 @@ def check_run_networks(config: Any, generator: Any, critic: Any, *,
                                "networks' conditioning; your own networks take "
                                "conditional='labels' (they get labels=...)")
     check_networks(generator, critic, data_shape(config), config.model.z_dim,
-                   num_classes(config), axis_name=AXIS, names=(names[0], names[1]))
+                   num_classes(config), axis_name=AXIS, names=(names[0], names[1]),
+                   probe=config.penalty not in ("clip", "none"))
 
 
 def as_checked_model(obj: Any, name: str) -> Model:
@@ -127,7 +130,8 @@ def check_networks(
             hasattr(scores, "shape") and scores.ndim == 0) else ""
         raise NetworkError(f"{c_name}: expected scores [B] (one per example; [B, 1] accepted) "
                            f"for {x_text}, got {_shape_text(scores, b)}{hint}")
-    _check_global_statistics(c_name, crit, d_params, d_state, x_in, mesh, axis_name, critic=True)
+    _check_global_statistics(c_name, crit, d_params, d_state, x_in, mesh, axis_name,
+                             critic=probe)
     if probe and crit.kind != "builtin":  # the built-in critics are per-example by design
         _check_per_example(c_name, crit, shape, num_classes, axis_name)
 
@@ -216,7 +220,7 @@ def _check_global_statistics(name, model: Model, params, state, example, mesh, a
         except Exception:  # noqa: BLE001 - this leaf is not the global batch's
             local.append(_path_text(path))
     where = ", ".join(local[:4]) or "its state"
-    if critic:
+    if critic:  # under an input-gradient penalty
         raise NetworkError(f"{name}: has batch statistics ({where}): a critic must not use "
                            "BatchNorm (it couples the examples of a batch, which the gradient "
                            "penalty assumes independent); use LayerNorm or no normalisation")
