@@ -135,3 +135,148 @@ def not_a_network(config):
 
 
 NOT_CALLABLE = 42
+
+
+# Wrong networks, for the checks at the door (tests/test_own_checks.py): each case exists as
+# an NNX module, a Linen module and an (init, apply) pair, built for 8x8x1 data and z_dim 8
+# unless the case is about one of them.
+DATA, Z = (8, 8, 1), 8
+
+
+class CaseNNXGenerator(nnx.Module):
+    def __init__(self, z_dim=Z, shape=DATA, axis_name="data", *, rngs=None):
+        rngs = rngs or nnx.Rngs(0)
+        self.shape = shape
+        self.hidden = nnx.Linear(z_dim, 16, rngs=rngs)
+        self.norm = nnx.BatchNorm(16, axis_name=axis_name, rngs=rngs)
+        self.pixels = nnx.Linear(16, math.prod(shape), rngs=rngs)
+
+    def __call__(self, z):
+        h = nnx.relu(self.norm(self.hidden(z)))
+        return jnp.tanh(self.pixels(h)).reshape((z.shape[0], *self.shape))
+
+
+class CaseNNXCritic(nnx.Module):
+    def __init__(self, norm=None, outputs=1, mean=False, *, rngs=None):
+        rngs = rngs or nnx.Rngs(1)
+        self.features = nnx.Linear(math.prod(DATA), 16, rngs=rngs)
+        self.norm = nnx.BatchNorm(16, axis_name=norm, rngs=rngs) if norm is not False else None
+        self.score = nnx.Linear(16, outputs, rngs=rngs)
+        self.outputs, self.mean = outputs, mean
+
+    def __call__(self, x):
+        h = self.features(x.reshape((x.shape[0], -1)))
+        if self.norm is not None:
+            h = self.norm(h)
+        s = self.score(nnx.leaky_relu(h, 0.2))
+        s = s[:, 0] if self.outputs == 1 else s
+        return jnp.mean(s) if self.mean else s
+
+
+class CaseLinenGenerator(nn.Module):
+    shape: tuple[int, ...] = DATA
+    axis_name: str | None = "data"
+
+    @nn.compact
+    def __call__(self, z, train: bool = True):
+        h = nn.Dense(16)(z)
+        h = nn.BatchNorm(use_running_average=not train, axis_name=self.axis_name)(h)
+        x = nn.Dense(math.prod(self.shape))(nn.relu(h))
+        return jnp.tanh(x).reshape((z.shape[0], *self.shape))
+
+
+class CaseLinenCritic(nn.Module):
+    norm: bool = False
+    outputs: int = 1
+    mean: bool = False
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        h = nn.Dense(16)(x.reshape((x.shape[0], -1)))
+        if self.norm:
+            h = nn.BatchNorm(use_running_average=not train)(h)
+        s = nn.Dense(self.outputs)(nn.leaky_relu(h, 0.2))
+        s = s[:, 0] if self.outputs == 1 else s
+        return jnp.mean(s) if self.mean else s
+
+
+class LinenWithoutTrain(nn.Module):
+    @nn.compact
+    def __call__(self, z):
+        return jnp.tanh(nn.Dense(math.prod(DATA))(z)).reshape((z.shape[0], *DATA))
+
+
+def case_pair_generator(z_dim=Z, shape=DATA, local_statistics=False):
+    """(init, apply) generator; `local_statistics`: a hand-made BatchNorm without pmean."""
+
+    def init(rng, example):
+        del example
+        return {"w": jax.random.normal(rng, (z_dim, math.prod(shape))) / 3}, {"mean": jnp.zeros(())}
+
+    def apply(params, state, z, *, train, rng=None):
+        del rng
+        h = z @ params["w"]
+        if local_statistics and train:
+            state = {"mean": jnp.mean(h)}
+        return jnp.tanh(h - state["mean"]).reshape((z.shape[0], *shape)), state
+
+    return init, apply
+
+
+def case_pair_critic(center=False, outputs=1, mean=False):
+    """(init, apply) critic; `center` subtracts the batch mean (couples the examples)."""
+
+    def init(rng, example):
+        del example
+        return {"w": jax.random.normal(rng, (math.prod(DATA), outputs))}, {}
+
+    def apply(params, state, x, *, train, rng=None):
+        del train, rng
+        h = x.reshape((x.shape[0], -1))
+        if center:
+            h = h - jnp.mean(h, axis=0)
+        s = h @ params["w"]
+        s = s[:, 0] if outputs == 1 else s
+        return (jnp.mean(s) if mean else s), state
+
+    return init, apply
+
+
+def bad_critic_batchnorm(config):
+    return CaseNNXCritic(norm=None)
+
+
+def bad_generator_image_size(config):
+    return CaseNNXGenerator(config.model.z_dim, (16, 16, 1))
+
+
+def bad_generator_class(config):
+    return CaseNNXGenerator
+
+
+class ConditionalNNXGenerator(nnx.Module):
+    """(z, labels) -> 2-D points: the label's embedding joins z, BatchNorm over "data"."""
+
+    def __init__(self, z_dim: int, num_classes: int, out_dim: int = 2, width: int = 64, *,
+                 rngs: nnx.Rngs):
+        self.embed = nnx.Embed(num_classes, 8, rngs=rngs)
+        self.hidden = nnx.Linear(z_dim + 8, width, use_bias=False, rngs=rngs)
+        self.norm = nnx.BatchNorm(width, axis_name="data", use_fast_variance=False, rngs=rngs)
+        self.out = nnx.Linear(width, out_dim, rngs=rngs)
+
+    def __call__(self, z, labels):
+        h = jnp.concatenate([z, self.embed(labels)], axis=-1)
+        return self.out(nnx.relu(self.norm(self.hidden(h))))
+
+
+class ConditionalNNXCritic(nnx.Module):
+    """(x, labels) -> scores [B]: an MLP's score plus a projection <embed(labels), features>."""
+
+    def __init__(self, in_dim: int, num_classes: int, width: int = 64, *, rngs: nnx.Rngs):
+        self.hidden = nnx.Linear(in_dim, width, rngs=rngs)
+        self.embed = nnx.Embed(num_classes, width, rngs=rngs)
+        self.score = nnx.Linear(width, 1, rngs=rngs)
+
+    def __call__(self, x, labels):
+        h = nnx.leaky_relu(self.hidden(x.reshape((x.shape[0], -1))), 0.2)
+        return self.score(h)[:, 0] + jnp.sum(self.embed(labels) * h, axis=-1)

@@ -116,7 +116,7 @@ def _step_once(c, cfg, gan=None, real=None, mesh=None):
     mesh = mesh or make_mesh()
     gan = gan or build_gan(c)
     shape = data_shape(c)
-    state = jax.device_get(create_train_state(gan, shape, c.seed, False))  # kept: step donates
+    state = jax.device_get(create_train_state(gan, shape, c.seed, False, axis_name=cfg.axis_name))
     if real is None:
         rng = np.random.default_rng(0)
         real = rng.normal(size=(cfg.n_critic, c.global_batch_size, *shape)).astype(np.float32)

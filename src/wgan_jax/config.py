@@ -108,7 +108,9 @@ def get_config_schema() -> ml_collections.ConfigDict:
     c.model.conv_impl = "auto"
     # "projection": class-conditional (projection critic, conditional BatchNorm / label
     # embedding in the generator); needs a dataset with labels (digits, stacked_digits,
-    # tfds:NAME with data_label, folder:/path with folder_classes).
+    # tfds:NAME with data_label, folder:/path with folder_classes). "labels": class-conditional
+    # with your own networks (model.generator / model.critic or objects), called with
+    # labels=... (wgan_jax.models.contract).
     c.model.conditional = "none"
     # A conditional model's number of classes; 0 reads it from the data. The trainer writes the
     # data's count into the run's config.json, so `sample` works once the data is gone.
@@ -272,7 +274,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         "model.critic_norm": ("none", "layer", "spectral", "batch"),
         "model.critic_output": ("linear", "sigmoid"),
         "model.conv_impl": ("auto", "matmul", "s2d", "xla"),
-        "model.conditional": ("none", "projection"),
+        "model.conditional": ("none", "projection", "labels"),
         "diagnostics.level": ("off", "basic", "full"),
     }
     for key, allowed in choices.items():
@@ -424,9 +426,11 @@ def _validate_conditional(config: ml_collections.ConfigDict) -> None:
               f"{config.dataset!r} has none the trainer can use (labelled: digits, "
               "stacked_digits, tfds:NAME with config.data_label, folder:/path with "
               "config.folder_classes=True)")
-    if config.model.generator or config.model.critic:
-        _fail("model.conditional", f"{conditional!r} applies to the built-in networks only; "
-              "your own networks (model.generator / model.critic) get no labels")
+    own = [k for k in ("generator", "critic") if config.model[k]]
+    if conditional == "projection" and own:
+        _fail("model.conditional", f"'projection' is the built-in networks' conditioning; "
+              f"with your own {' and '.join(own)} (model.{own[0]}) set 'labels': your "
+              "networks get the labels as labels=... (see wgan_jax.models.contract)")
     if config.model.kind in ("dcgan", "resnet") and config.model.generator_norm != "batch":
         _fail("model.conditional", f"{conditional!r} with model.kind {config.model.kind!r} "
               "conditions the generator through its BatchNorms: needs "

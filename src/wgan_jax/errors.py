@@ -25,3 +25,7 @@ class StoppedDuringSetup(BaseException):
 
         self.signal = signal.Signals(signum).name
         super().__init__(self.signal)
+
+
+class NetworkError(ConfigError, ValueError):
+    """A generator or critic does not fit the data or the contract (checked at the door)."""

@@ -20,6 +20,13 @@ The train step calls penalties through one signature, `PenaltyFn`::
 `PENALTIES` maps the names "gp", "lp", "r1" and "dragan" to the functions below; "clip" (the
 original WGAN's weight clipping, an optimizer transform: `clip_weights`) and "none" are no
 penalty (`NOT_PENALTIES`). Pass your own function with the same signature instead of a name.
+
+On their own, outside the step (one name per penalty; random numbers from a key you pass
+first, as in `jax.random`): `gp(critic_fn, real, fake, draw(key, real))`,
+`lp(...)`, `r1(critic_fn, real)`, `dragan(critic_fn, real, None, draw(key, real, noise=True))`
+each return `(value, norms)`. `gradient_penalty`, `r1_penalty` and `dragan_penalty`, and the
+order `interpolate(real, fake, key)`, are deprecated (a `DeprecationWarning`; gone in the next
+release).
 """
 
 from __future__ import annotations
@@ -54,14 +61,39 @@ def interpolate_with(real: jax.Array, fake: jax.Array, alpha: jax.Array) -> jax.
     return real + _expand_like(alpha.astype(real.dtype), real) * (fake - real)
 
 
-def interpolate(real: jax.Array, fake: jax.Array, key: jax.Array) -> jax.Array:
+def draw(key: jax.Array, real: jax.Array, *, noise: bool = False) -> Draws:
+    """A penalty's random numbers for the examples `real` [B, ...], from `key`: one alpha
+    ~ U[0, 1] per example, and with `noise` (DRAGAN) uniform noise shaped like `real`."""
+    k_alpha, k_noise = jax.random.split(key)
+    alpha = jax.random.uniform(k_alpha, (real.shape[0],), dtype=jnp.float32)
+    return Draws(alpha, jax.random.uniform(k_noise, real.shape, jnp.float32) if noise else None)
+
+
+def _is_key(x: jax.Array) -> bool:
+    x = jnp.asarray(x) if not hasattr(x, "dtype") else x
+    return jnp.issubdtype(x.dtype, jax.dtypes.prng_key) or (
+        x.dtype == jnp.uint32 and x.shape == (2,))
+
+
+def _deprecated(old: str, new: str) -> None:
+    import warnings
+
+    warnings.warn(f"wgan_jax.penalties.{old} is deprecated and goes in the next release: "
+                  f"use {new}", DeprecationWarning, stacklevel=3)
+
+
+def interpolate(key: jax.Array, real: jax.Array, fake: jax.Array) -> jax.Array:
     """Random points on the lines between real and fake examples (WGAN-GP's x-hat).
 
     One alpha ~ U[0, 1] per example, broadcast over the example's other axes (not one per
-    pixel, not from a normal).
+    pixel, not from a normal): `draw(key, real).alpha`, the points `gp` scores with those
+    draws. Key first, as in `jax.random`; the old order
+    `interpolate(real, fake, key)` still works for one release, with a `DeprecationWarning`.
     """
-    alpha = jax.random.uniform(key, (real.shape[0],), dtype=jnp.float32)
-    return interpolate_with(real, fake, alpha)
+    if _is_key(fake) and not _is_key(key):
+        _deprecated("interpolate(real, fake, key)", "interpolate(key, real, fake)")
+        key, real, fake = fake, key, real
+    return interpolate_with(real, fake, draw(key, real).alpha)
 
 
 def _at_least_f32(x: jax.Array) -> jax.Array:
@@ -107,7 +139,12 @@ def gradient_penalty(
     """The WGAN-GP penalty E[(||grad_x D(x_hat)||_2 - target)^2] (one-sided: WGAN-LP).
 
     Finite, with a finite gradient, even where the critic's input gradient is exactly zero.
+    Deprecated (one name per penalty): `gp(critic_fn, real, fake, draw(key, real))`, or
+    `penalty_from_norms(input_gradient_norms(critic_fn, x_hat))` at points of your own.
     """
+    _deprecated("gradient_penalty(critic_fn, x_hat)",
+                "gp(critic_fn, real, fake, draw(key, real)) or "
+                "penalty_from_norms(input_gradient_norms(critic_fn, x_hat))")
     norms = input_gradient_norms(critic_fn, x_hat)
     return penalty_from_norms(norms, target=target, one_sided=one_sided)
 
@@ -115,9 +152,11 @@ def gradient_penalty(
 def r1_penalty(critic_fn: CriticFn, real: jax.Array) -> jax.Array:
     """R1 (Mescheder et al. 2018): E[||grad_x D(x)||^2] on real data, zero-centred.
 
-    The usual `gamma / 2` factor is left to the caller's weight.
+    The usual `gamma / 2` factor is left to the caller's weight. Deprecated (one name per
+    penalty): `r1(critic_fn, real)[0]`.
     """
-    return r1(critic_fn, real, real, Draws(jnp.zeros(real.shape[:1])))[0]
+    _deprecated("r1_penalty(critic_fn, real)", "r1(critic_fn, real)[0]")
+    return r1(critic_fn, real)[0]
 
 
 def global_std(x: jax.Array, axis_name: str | None = None) -> jax.Array:
@@ -158,7 +197,11 @@ def dragan_penalty(
 
     The perturbation's size is `scale` times the spread of `real`; under `shard_map` pass
     `axis_name` so that it is the global batch's spread (`global_std`), not this device's.
+    Deprecated (one name per penalty): `dragan(critic_fn, real, None, draw(key, real,
+    noise=True), axis_name=...)[0]`.
     """
+    _deprecated("dragan_penalty(critic_fn, real, key)",
+                "dragan(critic_fn, real, None, draw(key, real, noise=True))[0]")
     k_noise, k_alpha = jax.random.split(key)
     draws = Draws(
         alpha=jax.random.uniform(k_alpha, (real.shape[0],)),
@@ -186,17 +229,18 @@ def lp(
 
 
 def r1(
-    critic_fn: CriticFn, real: jax.Array, fake: jax.Array, draws: Draws, *,
-    target: float = 1.0, axis_name: str | None = None,
+    critic_fn: CriticFn, real: jax.Array, fake: jax.Array | None = None,
+    draws: Draws | None = None, *, target: float = 1.0, axis_name: str | None = None,
 ) -> tuple[jax.Array, jax.Array]:
-    """R1: ||grad D(real)||^2, zero-centred (`target` does not apply) (`PenaltyFn`)."""
+    """R1: ||grad D(real)||^2, zero-centred (`target` does not apply; `fake` and `draws` are
+    not used, so `r1(critic_fn, real)` works on its own) (`PenaltyFn`)."""
     del fake, draws, target, axis_name
     norms = input_gradient_norms(critic_fn, real)
     return jnp.mean(jnp.square(norms)), norms
 
 
 def dragan(
-    critic_fn: CriticFn, real: jax.Array, fake: jax.Array, draws: Draws, *,
+    critic_fn: CriticFn, real: jax.Array, fake: jax.Array | None, draws: Draws, *,
     target: float = 1.0, axis_name: str | None = None, scale: float = 0.5,
 ) -> tuple[jax.Array, jax.Array]:
     """DRAGAN around real data, perturbed by `scale` x the global spread (`PenaltyFn`)."""

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("wgan_jax")
 
 CONFIG_FILE = "config.json"
+# config.json's list of the networks the trainer was given as objects, not by the config
+OBJECTS_KEY = "networks_passed_as_objects"
 
 
 def read_config_dict(workdir: str) -> dict[str, Any] | None:
@@ -59,6 +61,7 @@ def load_config_json(workdir: str) -> ml_collections.ConfigDict:
         path = fs.join(workdir, CONFIG_FILE)
         raise UserError(f"{path} not found: is {workdir!r} a wgan_jax workdir?")
     config = get_config_schema()
+    saved = {k: v for k, v in saved.items() if k != OBJECTS_KEY}
     unknown = _update(config, saved, "", fs.join(workdir, CONFIG_FILE))
     if unknown:
         log.warning("%s: ignoring keys this version does not know: %s",
@@ -148,7 +151,8 @@ def abstract_train_state(gan: GAN, config: ml_collections.ConfigDict, mesh) -> A
 
     shape = data_shape(config)
     return abstract_state(
-        jax.eval_shape(lambda: create_train_state(gan, shape, config.seed, config.ema_decay > 0)),
+        jax.eval_shape(lambda: create_train_state(gan, shape, config.seed, config.ema_decay > 0,
+                                                 check=False)),
         mesh,
     )
 
@@ -171,9 +175,33 @@ class Run(NamedTuple):
     step: int
 
 
-def load_run(workdir: str, checkpoint: str = "latest") -> Run:
+def networks_passed_as_objects(workdir: str) -> list[str]:
+    """Which of "generator", "critic" the run in `workdir` was given as objects (its config
+    cannot rebuild those: whoever opens the run must pass them again)."""
+    saved = read_config_dict(workdir) or {}
+    return [w for w in saved.get(OBJECTS_KEY, []) if w in ("generator", "critic")]
+
+
+def _check_objects_given(workdir: str, generator: Any, critic: Any) -> None:
+    given = {"generator": generator is not None, "critic": critic is not None}
+    missing = [w for w in networks_passed_as_objects(workdir) if not given[w]]
+    if missing:
+        which = " and ".join(missing)
+        keywords = ", ".join(f"{w}=..." for w in missing)
+        raise UserError(
+            f"{workdir} was trained with its {which} passed as an object "
+            f"(train_and_evaluate({keywords})), which its config.json cannot rebuild: open it "
+            f"in Python with runs.load_run(workdir, {keywords}) and the same networks, or train "
+            f"with factories named by config.model.{missing[0]} to use the commands")
+
+
+def load_run(workdir: str, checkpoint: str = "latest", *, generator: Any = None,
+             critic: Any = None) -> Run:
     """Restores `workdir`'s checkpoint (latest, best or a step) on the local devices.
 
+    `generator` and `critic`: the networks the run was trained with when they were passed to
+    `train_and_evaluate` as objects (the run's config.json names which; without them this
+    raises `UserError` saying so). Their weights come from the checkpoint, not from them.
     Read-only: a trainer may be writing this workdir right now.
     """
     from wgan_jax import checkpoint as ckpt
@@ -185,8 +213,9 @@ def load_run(workdir: str, checkpoint: str = "latest") -> Run:
         which = parse_checkpoint(checkpoint)
     except ValueError as error:
         raise UserError(f"checkpoint {error}") from None
+    _check_objects_given(workdir, generator, critic)
     config = load_config_json(workdir)
-    gan = build_gan(config)
+    gan = build_gan(config, generator, critic)
     mesh = make_mesh()
     checkpointer = ckpt.Checkpointer(workdir, best_metric=config.eval.metric, read_only=True)
     try:
@@ -460,11 +489,12 @@ def write_class_grid(
 
 
 def evaluate_run(workdir: str, checkpoint: str = "latest", num: int | None = None,
-                 seed: int = 0) -> dict[str, Any]:
-    """The sample-quality metrics of one checkpoint of `workdir`, with the settings used."""
+                 seed: int = 0, *, generator: Any = None, critic: Any = None) -> dict[str, Any]:
+    """The sample-quality metrics of one checkpoint of `workdir`, with the settings used
+    (`generator`, `critic`: as for `load_run`)."""
     from wgan_jax.evaluation import evaluate_state, evaluator_for_data
 
-    config, gan, state, step = load_run(workdir, checkpoint)
+    config, gan, state, step = load_run(workdir, checkpoint, generator=generator, critic=critic)
     if num is not None:
         config.eval.num_samples = num
     evaluator = evaluator_for_data(config, seed=seed)

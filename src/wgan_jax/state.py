@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
-from wgan_jax.models.contract import Model, as_model
+from wgan_jax.models.contract import Model
 from wgan_jax.penalties import clip_weights
 
 PyTree = Any
@@ -46,7 +46,9 @@ class GAN:
     latents `[B, z_dim]` to samples, a critic maps samples to scores `[B]`. Both optimizers
     are wrapped in `optax.apply_if_finite` unless they already are, so a non-finite update is
     skipped and counted whatever optimizer is given. `num_classes > 0`: class-conditional
-    networks, which take `(latents, labels)` and `(samples, labels)`.
+    networks, which take `(latents, labels)` and `(samples, labels)` (an NNX or Linen module
+    whose `__call__` takes `labels` gets them as `labels=...`). A network that is not one of
+    these kinds is a `ValueError` naming it (`errors.NetworkError`).
     """
 
     generator: Model
@@ -57,8 +59,10 @@ class GAN:
     num_classes: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "generator", as_model(self.generator))
-        object.__setattr__(self, "critic", as_model(self.critic))
+        from wgan_jax.models.checks import as_checked_model
+
+        object.__setattr__(self, "generator", as_checked_model(self.generator, "generator"))
+        object.__setattr__(self, "critic", as_checked_model(self.critic, "critic"))
         object.__setattr__(self, "g_tx", skip_nonfinite(self.g_tx))
         object.__setattr__(self, "d_tx", skip_nonfinite(self.d_tx))
 
@@ -110,8 +114,28 @@ def make_optimizers(
     return skip_nonfinite(g_tx), skip_nonfinite(d_tx)
 
 
-def create_train_state(gan: GAN, data_shape: tuple[int, ...], seed: int, ema: bool) -> TrainState:
-    """Initialises both networks and optimizers from `seed` (on the host, replicated)."""
+def create_train_state(
+    gan: GAN, data_shape: tuple[int, ...], seed: int, ema: bool, *, check: bool = True,
+    axis_name: str = "data",
+) -> TrainState:
+    """Initialises both networks and optimizers (on the host, not yet placed on a mesh).
+
+    `seed` gives the run's base key (`TrainState.rng`: latents, penalty draws, the networks'
+    dropout keys) and the initial weights of Linen modules and `(init, apply)` pairs; an NNX
+    module is already initialised, so its weights are its own (seed them with the `nnx.Rngs`
+    you construct it with) and `seed` only picks the run's random numbers.
+
+    The state owns its arrays: they are copies, never the buffers of your NNX modules, so the
+    train step (which donates its state) cannot delete what your modules hold. With `check`
+    (the default) the networks are first checked at the door (`models.checks.check_gan`): a
+    wrong network is a `ValueError` naming it, what was expected and what was found. A critic
+    with (global-batch) BatchNorm, for penalty "clip" or "none" only, needs `check=False`.
+    `axis_name` is the mesh axis the batch will be split along (the step's).
+    """
+    if check:
+        from wgan_jax.models.checks import check_gan
+
+        check_gan(gan, data_shape, axis_name=axis_name)
     root = jax.random.PRNGKey(seed)
     k_g, k_d, k_run = jax.random.split(root, 3)
     z = jnp.zeros((2, gan.z_dim), jnp.float32)
@@ -119,8 +143,8 @@ def create_train_state(gan: GAN, data_shape: tuple[int, ...], seed: int, ema: bo
     if gan.num_classes:
         labels = jnp.zeros((2,), jnp.int32)
         z, x = (z, labels), (x, labels)
-    g_params, g_state = gan.generator.init(k_g, z)
-    d_params, d_state = gan.critic.init(k_d, x)
+    g_params, g_state = _owned(gan.generator.init(k_g, z))
+    d_params, d_state = _owned(gan.critic.init(k_d, x))
     return TrainState(
         step=jnp.zeros((), jnp.int32),
         g_params=g_params,
@@ -132,6 +156,78 @@ def create_train_state(gan: GAN, data_shape: tuple[int, ...], seed: int, ema: bo
         ema_params=jax.tree.map(jnp.copy, g_params) if ema else None,
         rng=k_run,
     )
+
+
+def _owned(tree: PyTree) -> PyTree:
+    """Fresh copies of every array of `tree` (an NNX module's init returns its own buffers)."""
+    return jax.tree.map(lambda x: jnp.array(x, copy=True), tree)
+
+
+def update_modules(
+    state: TrainState, generator: Any = None, critic: Any = None, *, use_ema: bool = False
+) -> None:
+    """Writes `state`'s weights and statistics into your Flax NNX modules, in place.
+
+    `generator` gets the generator's parameters (the EMA ones with `use_ema`) and its other
+    variables (BatchNorm statistics), `critic` the critic's; either may be None. Afterwards
+    `generator(z)` (in `generator.eval()` mode) samples what `apply_generator(gan, state, z,
+    use_ema=use_ema)` does. The modules get fresh arrays on the default device, so training on
+    does not delete them. A module whose variables do not match the state raises `ValueError`.
+    """
+    if use_ema and state.ema_params is None:
+        raise ValueError("update_modules(use_ema=True): this state keeps no EMA parameters "
+                         "(ema=False / config.ema_decay == 0)")
+    g_params = state.ema_params if use_ema else state.g_params
+    for name, module, params, other in (("generator", generator, g_params, state.g_state),
+                                        ("critic", critic, state.d_params, state.d_state)):
+        if module is not None:
+            _write_module(name, module, params, other)
+
+
+def trained_modules(
+    state: TrainState, generator: Any, critic: Any, *, use_ema: bool
+) -> dict[str, Any]:
+    """{"generator": ..., "critic": ...}: copies of those of your networks that are NNX modules
+    holding `state`'s weights (`update_modules` on an `nnx.clone`); yours are left as they are."""
+    from flax import nnx
+
+    out = {}
+    for name, module in (("generator", generator), ("critic", critic)):
+        if isinstance(module, nnx.Module):
+            copy = nnx.clone(module)
+            kwargs = {name: copy}
+            update_modules(state, **kwargs, use_ema=use_ema and name == "generator")
+            out[name] = copy
+    return out
+
+
+def _local(x: Any) -> Any:
+    """A replicated array's local copy (a global array of several processes included)."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        return x.addressable_data(0)
+    return jax.device_get(x)
+
+
+def _write_module(name: str, module: Any, params: PyTree, other: PyTree) -> None:
+    import numpy as np
+    from flax import nnx
+
+    from wgan_jax.models.contract import nnx_filters
+
+    if not isinstance(module, nnx.Module):
+        raise ValueError(f"update_modules: the {name} is a {type(module).__qualname__}, not a "
+                         "Flax NNX module (Linen modules and function pairs keep no weights: "
+                         "use apply_generator or runs.generate_samples)")
+    for values, selector in zip((params, other), nnx_filters(), strict=True):
+        target = nnx.state(module, selector)
+        fresh = jax.tree.map(lambda x: jnp.asarray(np.array(_local(x))), values)
+        have = jax.tree.map(jnp.shape, nnx.to_pure_dict(target))
+        if have != jax.tree.map(jnp.shape, fresh):
+            raise ValueError(f"update_modules: the {name} module's variables do not match the "
+                             f"state's (module {have}, state "
+                             f"{jax.tree.map(jnp.shape, fresh)})")
+        nnx.replace_by_pure_dict(target, fresh)
+        nnx.update(module, target)
 
 
 def apply_generator(

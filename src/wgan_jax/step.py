@@ -1,13 +1,14 @@
 """The data-parallel train step: `n_critic` critic updates and one generator update, compiled once.
 
 `make_train_step(StepConfig(...), mesh, gan)` returns `step(state, real) -> (state, metrics)`,
-one jitted function per generator iteration, callable from any loop. Random numbers for the
-*global* batch (latents, the penalty's alphas and noise) are drawn first, so they do not depend
-on how the batch is split; then a `jax.shard_map` over the mesh's data axis runs the critic
-updates in a `lax.scan` and the generator update. Parameters are replicated; every loss is a
-local mean turned global by `lax.pmean`, and the gradient is taken of that global loss.
-(Taking `pmean` of local gradients instead would be N times too large: with replicated
-parameters, JAX already sums the cotangents over devices.)
+one jitted function per generator iteration, callable from any loop; `place_state` and
+`place_batches` put a state and host batches where it takes them (docs/library.md). Random
+numbers for the *global* batch (latents, the penalty's alphas and noise) are drawn first, so
+they do not depend on how the batch is split; then a `jax.shard_map` over the mesh's data axis
+runs the critic updates in a `lax.scan` and the generator update. Parameters are replicated;
+every loss is a local mean turned global by `lax.pmean`, and the gradient is taken of that
+global loss. (Taking `pmean` of local gradients instead would be N times too large: with
+replicated parameters, JAX already sums the cotangents over devices.)
 
 DiffAugment and instance noise (`StepConfig.augment`, `StepConfig.instance_noise`) change what
 the critic sees: every critic input is `augment(x) + sigma * noise`, real and fake, and the
@@ -36,7 +37,7 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 from jax import lax
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from wgan_jax import augment, diagnostics, losses, penalties, precision
@@ -247,6 +248,33 @@ def make_mesh(devices: list | None = None, axis_name: str = AXIS) -> Mesh:
     return jax.make_mesh(
         (len(devices),), (axis_name,), axis_types=(jax.sharding.AxisType.Auto,), devices=devices
     )
+
+
+def place_state(state: Any, mesh: Mesh) -> Any:
+    """`state` (any pytree, e.g. a `TrainState`) replicated on every device of `mesh`: what
+    the step takes. The result is the step's to donate; `state` itself is left as it is."""
+    sharding = NamedSharding(mesh, P())
+    return jax.tree.map(lambda x: jax.device_put(jnp.array(x, copy=True), sharding), state)
+
+
+def place_batches(real: Any, mesh: Mesh, axis_name: str = AXIS) -> Any:
+    """Critic batches `[n_critic, B, ...]` (or `(images, labels)`) split along B over the
+    mesh's `axis_name`: what the step takes. `B` must be a multiple of that axis's size
+    (`ValueError` in one line otherwise). With several processes, each passes its own rows."""
+    sharding = NamedSharding(mesh, P(None, axis_name))
+    n = mesh.shape[axis_name]
+    images = real[0] if isinstance(real, tuple) else real
+    batch = images.shape[1] * jax.process_count()
+    if batch % n:
+        raise ValueError(_indivisible(batch, n, axis_name))
+    if jax.process_count() == 1:
+        return jax.tree.map(lambda x: jax.device_put(x, sharding), real)
+    return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), real)
+
+
+def _indivisible(batch: int, devices: int, axis: str) -> str:
+    return (f"the batch of {batch} examples does not split over the {devices} devices of the "
+            f"mesh's {axis!r} axis: use a multiple of {devices}")
 
 
 def _to_varying(params, axis: str):
@@ -468,9 +496,11 @@ def make_train_step(
         if (labels is None) == bool(cfg.class_frequencies):
             raise ValueError("a conditional step (StepConfig.class_frequencies) takes "
                              "real = (images, labels), an unconditional one images only")
-        if images.shape[0] != cfg.n_critic:
-            raise ValueError(f"real has {images.shape[0]} critic batches along its first axis; "
-                             f"StepConfig.n_critic is {cfg.n_critic}")
+        if images.ndim < 2 or images.shape[0] != cfg.n_critic:
+            raise ValueError(f"real has shape {list(images.shape)}: expected [n_critic="
+                             f"{cfg.n_critic}, batch, ...] (StepConfig.n_critic critic batches)")
+        if images.shape[1] % mesh.shape[axis]:
+            raise ValueError(_indivisible(images.shape[1], mesh.shape[axis], axis))
         key = jax.random.fold_in(state.rng, state.step)
         draws = draw_iteration(cfg, key, images.shape[1], images.shape[2:], gan.z_dim)
         if labels is not None:

@@ -26,9 +26,16 @@ from wgan_jax import evaluation, fs, input_pipeline, plots, precision, records
 from wgan_jax.config import check_num_classes, data_shape, validate_config
 from wgan_jax.errors import StoppedDuringSetup, UserError
 from wgan_jax.health import HealthMonitor, format_event
+from wgan_jax.models.checks import check_run_networks
 from wgan_jax.progress import Progress
-from wgan_jax.runs import abstract_train_state, build_gan, build_networks
-from wgan_jax.state import GAN, TrainState, apply_generator, create_train_state
+from wgan_jax.runs import OBJECTS_KEY, abstract_train_state, build_gan, build_networks
+from wgan_jax.state import (
+    GAN,
+    TrainState,
+    apply_generator,
+    create_train_state,
+    trained_modules,
+)
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
 
 log = logging.getLogger("wgan_jax")
@@ -187,11 +194,15 @@ class _Guard:
         return None
 
 
-def _write_config(config: ml_collections.ConfigDict, workdir: str, classes: int) -> None:
-    """config.json, with a conditional run's class count (`model.num_classes`) filled in."""
+def _write_config(config: ml_collections.ConfigDict, workdir: str, classes: int,
+                  objects: tuple[str, ...] = ()) -> None:
+    """config.json, with a conditional run's class count (`model.num_classes`) filled in and
+    the networks passed as objects named (`runs.OBJECTS_KEY`: the tools ask for them)."""
     saved = json.loads(config.to_json_best_effort())
     if classes:
         saved["model"]["num_classes"] = classes
+    if objects:
+        saved[OBJECTS_KEY] = list(objects)
     fs.write_atomic(fs.join(workdir, "config.json"), json.dumps(saved, indent=2, sort_keys=True))
 
 
@@ -285,31 +296,37 @@ def train_and_evaluate(
     """Trains (resuming from `workdir`'s newest checkpoint) and returns a summary dict.
 
     `generator` and `critic` are your own networks (else `config.model` names them, see
-    `wgan_jax.models.build_models`). `workdir` is a local directory or a URL such as
+    `wgan_jax.models.build_models`); yours are never modified. Those that are Flax NNX modules
+    come back trained in the summary, as copies: `summary["generator"]` (with the EMA weights
+    when `config.ema_decay > 0`, the ones samples and evaluations use) and
+    `summary["critic"]`. `workdir` is a local directory or a URL such as
     `gs://bucket/run` (see `wgan_jax.fs`).
     """
     with _SetupStop(enabled=jax.process_count() == 1) as setup:
         mesh = make_mesh()
         validate_config(config, mesh.devices.size)
         fs.check_directory(workdir)
+        given_g, given_c = generator is not None, critic is not None
         generator, critic = build_networks(config, generator, critic)  # factory errors: no write
         is_main = jax.process_index() == 0
         lock = ckpt.WorkdirLock(workdir) if is_main else None
         check_num_classes(config)
+        check_run_networks(config, generator, critic, given=(given_g, given_c))  # before a write
         it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
         if is_main:
             fs.makedirs(workdir)
         if lock:
             lock.acquire()
         try:
-            return _train(config, workdir, mesh, it, generator, critic, is_main, setup)
+            objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
+            return _train(config, workdir, mesh, it, generator, critic, is_main, setup, objects)
         finally:
             if lock:
                 lock.release()
 
 
 def _train(config, workdir, mesh, it, generator, critic, is_main,
-           setup: _SetupStop | None = None) -> dict[str, Any]:
+           setup: _SetupStop | None = None, objects: tuple[str, ...] = ()) -> dict[str, Any]:
     """The loop. Checkpoints: every `checkpoint_every`, when an evaluation ran, on a stop
     signal and at the end, asynchronously; a save waits only for the previous one.
 
@@ -329,7 +346,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main,
     restored = checkpointer.restore(abstract_train_state(gan, config, mesh))
     start = 0
     if restored is None:
-        state = replicate(create_train_state(gan, shape, config.seed, ema), mesh)
+        state = replicate(create_train_state(gan, shape, config.seed, ema, check=False), mesh)
     else:
         state, saved_data, start = restored
         it.set_state(saved_data)
@@ -345,7 +362,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main,
             log.info("no checkpoint to resume from: starting at step 0 with new logs; the "
                      "earlier logs (metrics, events, TensorBoard) were moved to %s", moved)
     if is_main:
-        _write_config(config, workdir, gan.num_classes)
+        _write_config(config, workdir, gan.num_classes, objects)
     writer = records.MetricWriter(
         workdir, enabled=is_main, resume_step=start if restored is not None else None
     )
@@ -459,7 +476,8 @@ def _train(config, workdir, mesh, it, generator, critic, is_main,
         return {"step": step, "start_step": start, "stopped_early": step < total,
                 "rollbacks": guard.rollbacks, "early_stopped": stopped_by_early_stopping,
                 "best": checkpointer.best(), "lr_scale": guard.lr_scale,
-                "metrics": last_metrics, "workdir": workdir}
+                "metrics": last_metrics, "workdir": workdir,
+                **trained_modules(state, generator, critic, use_ema=ema)}
     except BaseException:
         # An error or a give-up: keep whatever was committed, release files and threads.
         writer.close()
@@ -514,7 +532,8 @@ def _roll_back(config, mesh, checkpointer, writer, guard, it, step, trouble, mak
     gan = make_gan(guard.lr_scale)
     if restored is None:
         state = replicate(
-            create_train_state(gan, data_shape(config), config.seed, config.ema_decay > 0), mesh
+            create_train_state(gan, data_shape(config), config.seed, config.ema_decay > 0,
+                               check=False), mesh
         )
         it.set_state({"position": 0})
         to_step = 0

@@ -18,6 +18,10 @@ A `Model` is::
 * `out`: the generator's samples `[B, ...]` or the critic's scores `[B]`.
 * Class-conditional models take `x = (inputs, labels)` (a tuple pytree, int labels `[B]`):
   the generator `(latents, labels)`, the critic `(samples, labels)`; the contract is the same.
+  An NNX or Linen module whose `__call__` takes a `labels` argument is called
+  `module(inputs, labels=labels)` (Linen: `..., train=...`): the way to write your own
+  conditional networks (`config.model.conditional = "labels"`). A module without one gets
+  the tuple as its single input (the built-in networks do).
 
 Full diagnostics also need activations (dead ReLUs, saturated tanh). A model may offer
 `capture(params, state, x, *, train, rng=None) -> (out, new_state, activations)`, the same
@@ -45,7 +49,8 @@ leaves those two statistics out.
 
 BatchNorm in a generator must name the step's data axis (`axis_name="data"` by default) so
 that its statistics are those of the global batch; a critic must not use BatchNorm under an
-input-gradient penalty (it couples the examples of a batch).
+input-gradient penalty (it couples the examples of a batch). `wgan_jax.models.checks` checks
+both, and the shapes, before a run or a train state starts.
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ class Model:
     init: InitFn
     apply: ApplyFn
     capture: CaptureFn | None = None
-    kind: str = "functions"  # what it was made from: "nnx", "linen", "functions"
+    kind: str = "functions"  # what it was made from: "nnx", "linen", "functions", "builtin"
 
 
 def as_model(obj: Any, *, rng_streams: Sequence[str] = ("dropout",)) -> Model:
@@ -85,9 +90,16 @@ def as_model(obj: Any, *, rng_streams: Sequence[str] = ("dropout",)) -> Model:
     import flax.linen as nn
     from flax import nnx
 
+    if isinstance(obj, type) and issubclass(obj, (nnx.Module, nn.Module)):
+        raise TypeError(f"got the class {obj.__module__}.{obj.__qualname__} itself, not a "
+                        f"module: pass an instance, {obj.__qualname__}(...)")
     if isinstance(obj, nnx.Module):
         return _from_nnx(obj)
     if isinstance(obj, nn.Module):
+        if not _takes(obj, "train"):
+            raise TypeError(f"the Linen module {type(obj).__qualname__}'s __call__ takes no "
+                            "`train` argument: add one (def __call__(self, x, train: bool = "
+                            "True)); the step calls it with train=True or False")
         return _from_linen(obj, tuple(rng_streams))
     if isinstance(obj, tuple) and len(obj) == 2 and all(callable(f) for f in obj):
         return Model(init=obj[0], apply=obj[1])
@@ -97,6 +109,25 @@ def as_model(obj: Any, *, rng_streams: Sequence[str] = ("dropout",)) -> Model:
         "init(rng, example) -> (params, state) and apply(params, state, x, *, train, rng) -> "
         "(out, new_state), or a wgan_jax.models.contract.Model"
     )
+
+
+def _takes(module: Any, name: str) -> bool:
+    """Whether a module's `__call__` accepts the keyword `name` (by name or **kwargs)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(type(module).__call__).parameters.values()
+    except (TypeError, ValueError):
+        return True  # cannot tell: let the call say
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def _call_args(x: Any, takes_labels: bool) -> tuple[tuple, dict]:
+    """(args, kwargs) of a module call: a conditional input `(inputs, labels)` goes to a
+    module whose `__call__` takes `labels` as `module(inputs, labels=labels)`, else as is."""
+    if takes_labels and isinstance(x, tuple) and len(x) == 2:
+        return (x[0],), {"labels": x[1]}
+    return (x,), {}
 
 
 def _describe(obj: Any) -> str:
@@ -119,8 +150,11 @@ def _model(init: InitFn, run: Callable[..., Any], kind: str) -> Model:
 
 
 def _from_linen(module: Any, rng_streams: tuple[str, ...]) -> Model:
+    takes_labels = _takes(module, "labels")
+
     def init(rng: jax.Array, example: jax.Array) -> tuple[PyTree, PyTree]:
-        variables = dict(module.init(rng, example, train=False))
+        args, kwargs = _call_args(example, takes_labels)
+        variables = dict(module.init(rng, *args, **kwargs, train=False))
         params = variables.pop("params", {})
         variables.pop("intermediates", None)
         return params, variables
@@ -134,14 +168,25 @@ def _from_linen(module: Any, rng_streams: tuple[str, ...]) -> Model:
         if capture:
             mutable.append("intermediates")
         variables = {"params": params, **state}
+        args, kwargs = _call_args(x, takes_labels)
         if not mutable:
-            return module.apply(variables, x, train=train, rngs=rngs), state, {}
-        out, updated = module.apply(variables, x, train=train, rngs=rngs, mutable=mutable)
+            return module.apply(variables, *args, **kwargs, train=train, rngs=rngs), state, {}
+        out, updated = module.apply(variables, *args, **kwargs, train=train, rngs=rngs,
+                                    mutable=mutable)
         updated = dict(updated)
         acts = _flat_names(updated.pop("intermediates", {}))
         return out, {**state, **updated}, acts
 
-    return _model(init, run, "linen")
+    builtin = type(module).__module__.startswith("wgan_jax.models.")
+    return _model(init, run, "builtin" if builtin else "linen")
+
+
+def nnx_filters() -> tuple[Any, Any]:
+    """(params, state) filters of an NNX module: its `nnx.Param`s, and every other variable
+    except RNG streams and `nnx.Intermediate`s (BatchNorm statistics, ...)."""
+    from flax import nnx
+
+    return nnx.Param, nnx.Not(nnx.Any(nnx.Param, nnx.RngState, nnx.Intermediate))
 
 
 def _from_nnx(module: Any) -> Model:
@@ -149,8 +194,9 @@ def _from_nnx(module: Any) -> Model:
 
     template = nnx.clone(module)
     nnx.pop(template, nnx.Intermediate)
-    other = nnx.Not(nnx.Any(nnx.Param, nnx.RngState, nnx.Intermediate))
+    _, other = nnx_filters()
     graphdef, params0, rngs0, state0 = nnx.split(template, nnx.Param, nnx.RngState, other)
+    takes_labels = _takes(module, "labels")
 
     def init(rng: jax.Array, example: jax.Array) -> tuple[PyTree, PyTree]:
         del rng, example  # an NNX module is initialised when it is constructed
@@ -164,7 +210,8 @@ def _from_nnx(module: Any) -> Model:
             model.train()
         else:
             model.eval()
-        out, acts = nnx.capture(model, nnx.Intermediate)(x)
+        args, kwargs = _call_args(x, takes_labels)
+        out, acts = nnx.capture(model, nnx.Intermediate)(*args, **kwargs)
         new_state = nnx.to_pure_dict(nnx.state(model, other)) if train else state
         return out, new_state, _flat_names(nnx.to_pure_dict(acts)) if capture else {}
 
