@@ -33,6 +33,9 @@ from wgan_jax.step import StepConfig, make_mesh, make_train_step
 
 log = logging.getLogger("wgan_jax")
 
+# Keys a checkpoint's data item must hold to resume from it (else it is a corrupt checkpoint).
+DATA_KEYS = ("position",)
+
 
 def topology_line(config: ml_collections.ConfigDict, mesh) -> str:
     """One line saying what runs where."""
@@ -272,7 +275,8 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
         workdir, keep=config.keep_checkpoints, best_metric=config.eval.metric,
         config_json=json.loads(config.to_json_best_effort()),
     )
-    restored = checkpointer.restore(abstract_train_state(gan, config, mesh))
+    restored = checkpointer.restore(abstract_train_state(gan, config, mesh),
+                                    required_data=DATA_KEYS)
     start = 0
     if restored is None:
         state = replicate(create_train_state(gan, shape, config.seed, ema), mesh)
@@ -435,7 +439,8 @@ def _roll_back(config, mesh, checkpointer, writer, guard, it, step, trouble, mak
             "penalty_weight or check the data"
         )
     checkpointer.wait()
-    restored = checkpointer.restore(abstract_train_state(make_gan(guard.lr_scale), config, mesh))
+    restored = checkpointer.restore(abstract_train_state(make_gan(guard.lr_scale), config, mesh),
+                                    required_data=DATA_KEYS)
     guard.lr_scale *= config.rollback_lr_factor
     gan = make_gan(guard.lr_scale)
     if restored is None:
