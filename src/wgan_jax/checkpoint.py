@@ -178,7 +178,26 @@ class Checkpointer:
             cleanup_tmp_directories=not read_only,
             read_only=read_only,
         )
+        if not read_only:
+            self._create_directory()
         self.manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def _create_directory(self) -> None:
+        """Process 0 creates the checkpoint directory; a failure stops every process with the
+        same line (orbax would raise on process 0 alone and leave the others in a barrier)."""
+        failure = ""
+        if jax.process_index() == 0 and not fs.is_remote(self.directory):
+            try:
+                fs.makedirs(self.directory)
+                if not os.access(self.directory, os.W_OK | os.X_OK):
+                    raise PermissionError(13, "Permission denied", self.directory)
+            except OSError as error:
+                failure = (f"checkpoint directory {self.directory} cannot be written "
+                           f"({_reason(error)}); fix its permissions or choose another "
+                           "--workdir")
+        failure = _agreed_failure(failure)
+        if failure:
+            raise UserError(failure)
 
     # ---- metrics and the best checkpoint -------------------------------------------------
 
@@ -472,8 +491,7 @@ class Checkpointer:
                 fs.rename(path, f"{path}.{suffix}-{int(time.time())}")
             except OSError as error:
                 failure = _reason(error)
-        if jax.process_count() > 1:
-            failure = _vote(_IO if failure else _OK, failure, b"")[0][1]
+        failure = _agreed_failure(failure)
         if failure:
             raise UserError(
                 f"checkpoint {step} in {self.directory} is unreadable ({reason[:120]}) and "
@@ -528,7 +546,7 @@ class Checkpointer:
 # ---- deciding together: every process reports, all take the same branch ---------------------
 
 _OK, _CONTENT, _IO = 0, 1, 2
-_REASON_BYTES = 240
+_REASON_BYTES = 1000
 _DIGEST_BYTES = 16
 
 
@@ -672,8 +690,14 @@ class WorkdirLock:
             log.info("workdir %s is remote: not locked (object stores have no file locks); "
                      "make sure no other trainer uses it", self.workdir)
             return
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        handle = open(self.path, "a+")  # noqa: SIM115 - held for the process's lifetime
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            handle = open(self.path, "a+")  # noqa: SIM115 - held for the process's lifetime
+        except OSError as error:
+            raise UserError(
+                f"workdir {self.workdir} cannot be written: its lock file {self.path} cannot "
+                f"be created ({_reason(error)}); choose a writable --workdir"
+            ) from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -695,3 +719,40 @@ class WorkdirLock:
             fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
             self._file.close()
             self._file = None
+
+
+def lock_workdir(workdir: str) -> WorkdirLock | None:
+    """Process 0 creates `workdir` and takes its lock; every process learns the outcome.
+
+    A failure (a workdir in use, not writable, or a file) stops every process with the same
+    `UserError`, so no process waits for one that gave up. Returns process 0's lock (None on
+    the others).
+    """
+    lock = None
+    failure = ""
+    if jax.process_index() == 0:
+        try:
+            fs.makedirs(workdir)
+            lock = WorkdirLock(workdir)
+            lock.acquire()
+        except UserError as error:
+            lock, failure = None, str(error)
+        except OSError as error:
+            lock = None
+            failure = (f"workdir {workdir} cannot be created ({_reason(error)}); choose a "
+                       "writable --workdir")
+    failure = _agreed_failure(failure)
+    if failure:
+        if lock is not None:
+            lock.release()
+        raise UserError(failure)
+    return lock
+
+
+def _agreed_failure(local: str) -> str:
+    """The first process's non-empty failure message, the same on every process ("" if none
+    failed): a collective with several processes."""
+    if jax.process_count() == 1:
+        return local
+    return next((reason or "failed on another process"
+                 for kind, reason, _ in _vote(_IO if local else _OK, local, b"") if kind), "")

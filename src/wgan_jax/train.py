@@ -244,13 +244,9 @@ def train_and_evaluate(
     validate_config(config, mesh.devices.size)
     generator, critic = build_networks(config, generator, critic)  # factory errors: no write yet
     is_main = jax.process_index() == 0
-    lock = ckpt.WorkdirLock(workdir) if is_main else None
     check_num_classes(config)
     it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
-    if is_main:
-        fs.makedirs(workdir)
-    if lock:
-        lock.acquire()
+    lock = ckpt.lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
     try:
         return _train(config, workdir, mesh, it, generator, critic, is_main)
     finally:
