@@ -301,6 +301,7 @@ class Checkpointer:
         previous_pending = self._pending_best
         self._wait_for_saves()
         with self._reporting_write_errors(step):
+            self._check_writable()
             self.manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
         self._in_flight = step
         # manager.save waited for the previous save, so its best record can be written now.
@@ -508,6 +509,25 @@ class Checkpointer:
         if jax.process_count() == 1:
             return False
         return self.manager.reached_preemption(step)
+
+    def _check_writable(self) -> None:
+        """Raises the `OSError` a save would meet creating its folder (no permission, a
+        vanished or read-only directory), decided on process 0 for every process.
+
+        Checked before orbax starts: orbax's writer threads wait ~300 s for a folder that a
+        failed creation never makes, and keep the process from exiting until then.
+        """
+        local: OSError | None = None
+        if jax.process_index() == 0 and not fs.is_remote(self.directory):
+            if not os.path.isdir(self.directory):
+                local = OSError(2, "No such file or directory (it vanished)", self.directory)
+            elif not os.access(self.directory, os.W_OK | os.X_OK):
+                local = PermissionError(13, "Permission denied", self.directory)
+        failure = _agreed_failure(str(local) if local else "")
+        if local is not None:
+            raise local
+        if failure:
+            raise OSError(f"on process 0: {failure}")
 
     def _wait_for_saves(self) -> None:
         with self._reporting_write_errors(self._in_flight):

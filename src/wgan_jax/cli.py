@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import warnings
 from collections.abc import Callable
 
 from absl import flags
@@ -80,8 +82,51 @@ def setup_logging(is_main: bool) -> None:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO if is_main else logging.WARNING)
     logger.propagate = False
-    logging.getLogger("absl").setLevel(logging.WARNING)
+    absl_logger = logging.getLogger("absl")
+    absl_logger.setLevel(logging.WARNING)
     logging.getLogger("jax").setLevel(logging.WARNING)
+    if not _verbose():
+        _quiet_orbax(absl_logger)
+
+
+def _verbose() -> bool:
+    """Whether absl's `--verbosity`/`-v` flag was given (then orbax's own log is shown)."""
+    try:
+        return bool(flags.FLAGS["verbosity"].present)
+    except (KeyError, flags.Error):
+        return False
+
+
+def _from_orbax(record: logging.LogRecord) -> bool:
+    return f"{os.sep}orbax{os.sep}" in record.pathname
+
+
+def _quiet_orbax(absl_logger: logging.Logger) -> None:
+    """Keeps orbax's background chatter off the terminal: its log records (a failed save
+    logs a traceback from each of its writer threads), and the tracebacks and warnings that
+    its threads leave when a save fails (`Event loop is closed`, coroutines never awaited).
+    The failure itself reaches the user as our one `error:` line; `--verbosity=0` shows
+    orbax's log again."""
+    if not any(f is _from_orbax_filter for f in absl_logger.filters):
+        absl_logger.addFilter(_from_orbax_filter)
+    warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited",
+                            category=RuntimeWarning)
+    if not getattr(sys.unraisablehook, "quiet_orbax", False):
+        previous = sys.unraisablehook
+
+        def unraisablehook(unraisable) -> None:
+            # Tensorstore's callbacks of a failed save's writes, after orbax closed its loop.
+            value = unraisable.exc_value
+            if isinstance(value, RuntimeError) and str(value) == "Event loop is closed":
+                return
+            previous(unraisable)
+
+        unraisablehook.quiet_orbax = True  # type: ignore[attr-defined]
+        sys.unraisablehook = unraisablehook
+
+
+def _from_orbax_filter(record: logging.LogRecord) -> bool:
+    return not _from_orbax(record) or record.levelno >= logging.CRITICAL
 
 
 def run_guarded(fn: Callable[[], int | None]) -> int:
