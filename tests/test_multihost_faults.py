@@ -178,3 +178,32 @@ def test_different_listings_resume_both_from_the_newest_common_step(
     # Kept aside, not deleted.
     assert glob.glob(os.path.join(workdir, "checkpoints", "16.unlisted-*", "state"))
     assert _committed(workdir) == [15, 18]
+
+
+def test_a_workdir_in_use_stops_both_processes_with_the_same_line(tmp_path):
+    """Only process 0 takes the workdir lock; when it cannot, process 1 must not wait."""
+    workdir = str(tmp_path / "run")
+    lock = ckpt.WorkdirLock(workdir)
+    lock.acquire()
+    try:
+        port = str(_free_port())
+        overrides = json.dumps({**TINY, "num_iterations": 2})
+        procs = [subprocess.Popen(
+            [sys.executable, "-c", DRIVER, workdir, str(i), port, "none", overrides],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(1), cwd=REPO)
+            for i in range(2)]
+        err = []
+        for proc in procs:
+            try:
+                err.append(proc.communicate(timeout=HANG_GUARD_SECONDS)[1])
+            except subprocess.TimeoutExpired:
+                for p in procs:
+                    p.kill()
+                raise
+    finally:
+        lock.release()
+    assert [p.returncode for p in procs] == [2, 2], [e[-2000:] for e in err]
+    lines = [[x for x in e.splitlines() if x.startswith("error:")] for e in err]
+    assert lines[0] == lines[1] and len(lines[0]) == 1, lines
+    assert "in use by a running trainer" in lines[0][0] and f"pid {os.getpid()}" in lines[0][0]
+    assert not os.path.exists(os.path.join(workdir, "checkpoints"))

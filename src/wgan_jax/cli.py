@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 
@@ -111,6 +112,21 @@ def _quiet_orbax(absl_logger: logging.Logger) -> None:
         absl_logger.addFilter(_from_orbax_filter)
     warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited",
                             category=RuntimeWarning)
+    if not getattr(threading.excepthook, "quiet_orbax", False):
+        previous_thread_hook = threading.excepthook
+
+        def thread_excepthook(args) -> None:
+            # A writer thread that meets a full disk (TensorBoard's, orbax's): one line; the
+            # main thread reports the failure itself.
+            if isinstance(args.exc_value, OSError):
+                logging.getLogger("wgan_jax").warning(
+                    "background thread %s stopped: %s",
+                    getattr(args.thread, "name", "?"), first_line(args.exc_value))
+                return
+            previous_thread_hook(args)
+
+        thread_excepthook.quiet_orbax = True  # type: ignore[attr-defined]
+        threading.excepthook = thread_excepthook
     if not getattr(sys.unraisablehook, "quiet_orbax", False):
         previous = sys.unraisablehook
 

@@ -8,6 +8,7 @@ and `critic=`.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import math
@@ -249,9 +250,20 @@ def train_and_evaluate(
     lock = ckpt.lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
     try:
         return _train(config, workdir, mesh, it, generator, critic, is_main)
+    except OSError as error:
+        if error.errno not in _WRITE_ERRNOS:
+            raise
+        # A log or picture that cannot be written (a full disk): one line, like a checkpoint.
+        raise UserError(
+            f"cannot write to workdir {workdir} ({type(error).__name__}: {error}"[:300]
+            + "); the committed checkpoints are intact: fix the cause and run again to resume"
+        ) from error
     finally:
         if lock:
             lock.release()
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
 
 def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, Any]:
@@ -401,7 +413,10 @@ def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, A
                 "metrics": last_metrics, "workdir": workdir}
     except BaseException:
         # An error or a give-up: keep whatever was committed, release files and threads.
-        writer.close()
+        try:
+            writer.close()
+        except OSError as error:  # a full disk: never mask the original error
+            log.warning("closing the logs failed: %s", error)
         try:
             checkpointer.close()
         except Exception as error:  # noqa: BLE001 - never mask the original error
