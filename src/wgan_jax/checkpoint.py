@@ -20,13 +20,19 @@ WORKDIR may be a URL (`gs://bucket/run`): the checkpoint directory is then hande
 is, our own files go through `wgan_jax.fs`, and the workdir lock is skipped.
 
 Nothing is lost to a fault: the `data` item also holds a fingerprint of every array of the
-state, so corrupt array bytes (which the file formats may read back without complaint) are
-found on restore. A checkpoint is set aside only when its content fails to parse or to match
+state and one of itself, so corrupt array bytes (which the file formats may read back without
+complaint) and an edited data position are found on restore. A checkpoint is set aside only
+when its content fails to parse or to match
 (`CheckpointContentError`); a read that fails with an I/O error (`OSError`, or a TensorStore
 status such as UNAVAILABLE, e.g. on a network file system) is retried `READ_ATTEMPTS` times and
 then stops the run in one line (`UserError`) without setting anything aside, and a write that
 fails (disk full) stops the run in one line with the committed checkpoints intact. A
 checkpoint that cannot be moved aside is never deleted.
+
+With several processes every decision that could part them is taken together (`_vote`): the
+step list, each candidate's outcome (read locally, without orbax's cross-process barriers),
+retries, moving a step aside, the workdir lock and a save's folder check; each process then
+places its own copy of the agreed step on the mesh.
 """
 
 from __future__ import annotations

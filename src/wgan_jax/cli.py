@@ -105,9 +105,10 @@ def _from_orbax(record: logging.LogRecord) -> bool:
 def _quiet_orbax(absl_logger: logging.Logger) -> None:
     """Keeps orbax's background chatter off the terminal: its log records (a failed save
     logs a traceback from each of its writer threads), and the tracebacks and warnings that
-    its threads leave when a save fails (`Event loop is closed`, coroutines never awaited).
-    The failure itself reaches the user as our one `error:` line; `--verbosity=0` shows
-    orbax's log again."""
+    its threads leave when a save fails (`Event loop is closed`, coroutines never awaited);
+    a background thread that dies of an `OSError` (a full disk) is one warning line. The
+    failure itself reaches the user as our one `error:` line; `--verbosity=0` shows orbax's
+    log again."""
     if not any(f is _from_orbax_filter for f in absl_logger.filters):
         absl_logger.addFilter(_from_orbax_filter)
     warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited",
