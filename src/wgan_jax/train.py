@@ -251,7 +251,7 @@ def train_and_evaluate(
     try:
         return _train(config, workdir, mesh, it, generator, critic, is_main)
     except OSError as error:
-        if error.errno not in _WRITE_ERRNOS:
+        if not _write_error_in(workdir, error):
             raise
         # A log or picture that cannot be written (a full disk): one line, like a checkpoint.
         raise UserError(
@@ -263,7 +263,14 @@ def train_and_evaluate(
             lock.release()
 
 
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+def _write_error_in(workdir: str, error: OSError) -> bool:
+    """Whether `error` is a write into `workdir` that failed for the storage's reasons: a
+    full disk or quota, a read-only file system, or permissions on a file under `workdir`."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return True
+    name = str(error.filename or "")
+    inside = bool(name) and fs.abspath(name).startswith(fs.abspath(workdir).rstrip("/") + "/")
+    return error.errno in (errno.EACCES, errno.EPERM) and inside
 
 
 def _train(config, workdir, mesh, it, generator, critic, is_main) -> dict[str, Any]:
