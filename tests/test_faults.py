@@ -377,8 +377,9 @@ def _tree_bytes(path: str) -> int:
 def test_real_full_disk_is_one_line_and_the_rerun_resumes_once_space_is_freed(
     tmp_path, reference
 ):
-    """The workdir on a real tmpfs, filled so that checkpoint 5 fits and 10 does not: orbax's
-    real failure path (its writer threads), not an injected error."""
+    """The workdir on a real tmpfs, filled so that about one checkpoint more fits (the sizes
+    on tmpfs are estimated): orbax's real failure path (its writer threads), not an injected
+    error."""
     disk = tmp_path / "disk"
     disk.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
@@ -396,16 +397,18 @@ def test_real_full_disk_is_one_line_and_the_rerun_resumes_once_space_is_freed(
         assert result.returncode == 2, result.stderr[-3000:]
         errors = [x for x in result.stderr.splitlines() if x.startswith("error:")]
         assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-        assert errors[0].startswith("error: checkpoint 10 could not be written"), errors[0]
+        found = re.match(r"error: checkpoint (\d+) could not be written .*newest committed: "
+                         r"(\d+)\)", errors[0])
+        assert found, errors[0]
+        failed, newest = int(found.group(1)), int(found.group(2))
+        assert failed > newest >= 5 and committed(workdir)[-1] == newest
         assert "RESOURCE_EXHAUSTED" in errors[0] or "No space left" in errors[0]
-        assert "newest committed: 5" in errors[0]
-        assert committed(workdir) == [5]
         state, data, step = final_state(workdir, make_config())
-        assert step == 5 and int(state.step) == 5  # the committed checkpoint is intact
+        assert step == newest and int(state.step) == newest  # committed, intact
         os.remove(filler)  # the space is back: the same command resumes and finishes
         result = faulty(workdir, {})
         assert result.returncode == 0, result.stderr[-3000:]
-        assert "resuming from checkpoint 5" in result.stderr
+        assert f"resuming from checkpoint {newest}" in result.stderr
         assert_ends_like(reference, workdir)
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)

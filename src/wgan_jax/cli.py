@@ -103,7 +103,7 @@ def _from_orbax(record: logging.LogRecord) -> bool:
 
 
 def _quiet_orbax(absl_logger: logging.Logger) -> None:
-    """Keeps orbax's background chatter off the terminal: its log records (a failed save
+    """Keeps orbax's background chatter off the terminal: its error records (a failed save
     logs a traceback from each of its writer threads), and the tracebacks and warnings that
     its threads leave when a save fails (`Event loop is closed`, coroutines never awaited);
     a background thread that dies of an `OSError` (a full disk) is one warning line. The
@@ -143,7 +143,9 @@ def _quiet_orbax(absl_logger: logging.Logger) -> None:
 
 
 def _from_orbax_filter(record: logging.LogRecord) -> bool:
-    return not _from_orbax(record) or record.levelno >= logging.CRITICAL
+    """Drops orbax's error records (a failed save logs one, with a traceback, from each of its
+    threads); its warnings, e.g. the preemption sync point, stay."""
+    return not (_from_orbax(record) and logging.ERROR <= record.levelno < logging.CRITICAL)
 
 
 def run_guarded(fn: Callable[[], int | None]) -> int:
