@@ -357,9 +357,11 @@ def test_disk_full_while_saving_is_one_line_and_keeps_committed_checkpoints(
 
 
 @pytest.mark.slow
-def test_read_only_workdir_is_one_line(tmp_path):
-    """The lock file cannot be created: one line, exit 2 (was a traceback). As root, the run
-    drops the capability to ignore permissions, as a normal user has none."""
+@pytest.mark.parametrize("read_only", ["workdir", "checkpoints"])
+def test_read_only_workdir_is_one_line(tmp_path, read_only):
+    """The lock file (or the checkpoint directory) cannot be written: one line, exit 2 (was a
+    traceback, resp. ~300 s in orbax's threads). As root, the run drops the capability to
+    ignore permissions, as a normal user has none."""
     import shutil
     import subprocess
     import sys
@@ -370,7 +372,9 @@ def test_read_only_workdir_is_one_line(tmp_path):
               if os.geteuid() == 0 else [])
     workdir = tmp_path / "run"
     workdir.mkdir()
-    workdir.chmod(0o555)
+    if read_only == "checkpoints":
+        (workdir / "checkpoints").mkdir()
+    (workdir / read_only if read_only == "checkpoints" else workdir).chmod(0o555)
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     result = subprocess.run(
         [*prefix, sys.executable, "-m", "wgan_jax.main", "--config=configs/toy_25gaussians.py",
@@ -379,5 +383,10 @@ def test_read_only_workdir_is_one_line(tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
-    assert f"workdir {workdir} cannot be written" in line and "Permission denied" in line
-    assert os.listdir(workdir) == []
+    assert "Permission denied" in line
+    if read_only == "workdir":
+        assert f"workdir {workdir} cannot be written" in line
+        assert os.listdir(workdir) == []
+    else:
+        assert f"checkpoint directory {workdir / 'checkpoints'} cannot be written" in line
+        assert os.listdir(workdir / "checkpoints") == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import threading
 import warnings
@@ -105,12 +106,16 @@ def _from_orbax(record: logging.LogRecord) -> bool:
 def _quiet_orbax(absl_logger: logging.Logger) -> None:
     """Keeps orbax's background chatter off the terminal: its error records (a failed save
     logs a traceback from each of its writer threads), and the tracebacks and warnings that
-    its threads leave when a save fails (`Event loop is closed`, coroutines never awaited);
+    its threads leave when a save fails (`Event loop is closed`, coroutines never awaited,
+    futures never retrieved);
     a background thread that dies of an `OSError` (a full disk) is one warning line. The
     failure itself reaches the user as our one `error:` line; `--verbosity=0` shows orbax's
     log again."""
     if not any(f is _from_orbax_filter for f in absl_logger.filters):
         absl_logger.addFilter(_from_orbax_filter)
+    asyncio_logger = logging.getLogger("asyncio")
+    if not any(f is _abandoned_write_filter for f in asyncio_logger.filters):
+        asyncio_logger.addFilter(_abandoned_write_filter)
     warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited",
                             category=RuntimeWarning)
     if not getattr(threading.excepthook, "quiet_orbax", False):
@@ -140,6 +145,15 @@ def _quiet_orbax(absl_logger: logging.Logger) -> None:
 
         unraisablehook.quiet_orbax = True  # type: ignore[attr-defined]
         sys.unraisablehook = unraisablehook
+
+
+def _abandoned_write_filter(record: logging.LogRecord) -> bool:
+    """Drops asyncio's "exception was never retrieved" for a failed write (an `OSError` or a
+    TensorStore status such as `RESOURCE_EXHAUSTED: ...`) that orbax's threads abandoned."""
+    if "never retrieved" not in str(record.msg) or not record.exc_info:
+        return True
+    error = record.exc_info[1]
+    return not (isinstance(error, OSError) or re.match(r"^[A-Z][A-Z_]+: ", str(error)))
 
 
 def _from_orbax_filter(record: logging.LogRecord) -> bool:
