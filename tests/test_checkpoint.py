@@ -354,3 +354,39 @@ def test_disk_full_while_saving_is_one_line_and_keeps_committed_checkpoints(
     restored, data, step = reader.restore(_abstract())
     assert step == 2 and data == {"position": 2} and float(restored["w"][0, 0]) == 2.0
     reader.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("read_only", ["workdir", "checkpoints"])
+def test_read_only_workdir_is_one_line(tmp_path, read_only):
+    """The lock file (or the checkpoint directory) cannot be written: one line, exit 2 (was a
+    traceback, resp. ~300 s in orbax's threads). As root, the run drops the capability to
+    ignore permissions, as a normal user has none."""
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("root ignores permissions and setpriv (to drop that) is missing")
+    prefix = (["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+              if os.geteuid() == 0 else [])
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    if read_only == "checkpoints":
+        (workdir / "checkpoints").mkdir()
+    (workdir / read_only if read_only == "checkpoints" else workdir).chmod(0o555)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run(
+        [*prefix, sys.executable, "-m", "wgan_jax.main", "--config=configs/toy_25gaussians.py",
+         f"--workdir={workdir}", "--config.num_iterations=2", "--config.model.width=8"],
+        capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+    assert "Permission denied" in line
+    if read_only == "workdir":
+        assert f"workdir {workdir} cannot be written" in line
+        assert os.listdir(workdir) == []
+    else:
+        assert f"checkpoint directory {workdir / 'checkpoints'} cannot be written" in line
+        assert os.listdir(workdir / "checkpoints") == []

@@ -327,3 +327,134 @@ def test_elastic_restore_8_4_1_devices_first_iterations_equal(tmp_path):
         mine, theirs = row(workdir, step), row(str(tmp_path / other), step)
         for key in ("d_real", "d_fake", "gradient_penalty", "wasserstein_estimate"):
             assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-7), (step, key)
+
+
+# ---- issue 24: the data item, a real full disk, an unwritable checkpoint directory -------
+
+
+@pytest.mark.parametrize("edit", ["position_changed", "position_missing", "not_json"])
+def test_edited_or_broken_data_item_falls_back_to_the_previous_checkpoint(
+    tmp_path, reference, edit
+):
+    """The data item (data position, guard state) is covered by its own fingerprint: an
+    edited position, an old-format item without `position` and bytes that are not JSON are
+    corrupt checkpoints, like corrupt array data."""
+    workdir = str(tmp_path / "run")
+    shutil.copytree(reference[0], workdir)
+    path = os.path.join(workdir, "checkpoints", "16", "data", "metadata")
+    with open(path) as f:
+        data = json.load(f)
+    if edit == "position_changed":
+        data["position"] += 1  # the fingerprint stays: the edit must be found by it
+        text = json.dumps(data)
+    elif edit == "position_missing":  # as saved before the data fingerprint existed
+        text = json.dumps({k: v for k, v in data.items()
+                           if k not in ("position", ckpt.DATA_FINGERPRINT_KEY)})
+    else:
+        text = json.dumps(data)[:40]
+    with open(path, "w") as f:
+        f.write(text)
+
+    summary = train.train_and_evaluate(make_config(), workdir)
+    assert summary["start_step"] == 15 and summary["step"] == 16
+    (event,) = [e for e in events(workdir) if e["rule"] == "checkpoint"]
+    assert event["evidence"]["skipped_step"] == 16 and "resumed from 15" in event["message"]
+    expected = {"position_changed": "data item does not match the fingerprint",
+                "position_missing": "data item lacks position",
+                "not_json": "JSONDecodeError"}[edit]
+    assert expected in event["message"], event["message"]
+    assert glob.glob(os.path.join(workdir, "checkpoints", "16.corrupt-*"))
+    assert_ends_like(reference, workdir)
+
+
+def _tree_bytes(path: str) -> int:
+    return sum(os.lstat(os.path.join(d, f)).st_blocks * 512
+               for d, _, files in os.walk(path) for f in files) + 4096 * sum(
+        len(dirs) for _, dirs, _ in os.walk(path))
+
+
+@pytest.mark.slow
+def test_real_full_disk_is_one_line_and_the_rerun_resumes_once_space_is_freed(
+    tmp_path, reference
+):
+    """The workdir on a real tmpfs, filled so that about one checkpoint more fits (the sizes
+    on tmpfs are estimated): orbax's real failure path (its writer threads), not an injected
+    error."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()[:200]}")
+    try:
+        one = _tree_bytes(os.path.join(reference[0], "checkpoints", "16"))
+        free = shutil.disk_usage(disk).free
+        filler = disk / "filler"
+        with open(filler, "wb") as f:  # room for ~1.5 checkpoints and the logs
+            f.write(b"\0" * (free - int(1.5 * one) - 64 * 1024))
+        workdir = str(disk / "run")
+        result = faulty(workdir, {})
+        assert result.returncode == 2, result.stderr[-3000:]
+        errors = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+        found = re.match(r"error: checkpoint (\d+) could not be written .*newest committed: "
+                         r"(\d+)\)", errors[0])
+        assert found, errors[0]
+        failed, newest = int(found.group(1)), int(found.group(2))
+        assert failed > newest >= 5 and committed(workdir)[-1] == newest
+        assert "RESOURCE_EXHAUSTED" in errors[0] or "No space left" in errors[0]
+        state, data, step = final_state(workdir, make_config())
+        assert step == newest and int(state.step) == newest  # committed, intact
+        os.remove(filler)  # the space is back: the same command resumes and finishes
+        result = faulty(workdir, {})
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert f"resuming from checkpoint {newest}" in result.stderr
+        assert_ends_like(reference, workdir)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+# SCRIPT with one more fault: {"readonly_at": step} makes the checkpoint directory read-only
+# once the saves before `step` are committed, so that saving `step` fails before orbax's
+# temporary folder exists (the case where orbax's writer threads waited ~300 s).
+READONLY = r"""
+import json, os, sys
+from wgan_jax import checkpoint as _ckpt
+_at = json.loads(sys.argv[3]).get("readonly_at")
+_save = _ckpt.Checkpointer.save
+
+def _readonly_then_save(self, step, *args, **kwargs):
+    if step == _at:
+        self.wait()
+        os.chmod(self.directory, 0o555)
+    return _save(self, step, *args, **kwargs)
+
+_ckpt.Checkpointer.save = _readonly_then_save
+""" + SCRIPT
+
+
+@pytest.mark.slow
+def test_unwritable_checkpoint_directory_is_one_line_within_seconds(tmp_path, reference):
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("root ignores permissions and setpriv (to drop that) is missing")
+    # As root, drop the capability to ignore file permissions, as a normal user has none.
+    prefix = (["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+              if os.geteuid() == 0 else [])
+    workdir = str(tmp_path / "run")
+    started = time.monotonic()
+    result = subprocess.run(
+        [*prefix, sys.executable, "-c", READONLY, workdir, json.dumps(TINY),
+         json.dumps({"readonly_at": 10})],
+        capture_output=True, text=True, timeout=240, env=_env(1), cwd=REPO)
+    seconds = time.monotonic() - started  # the timeout above is a hang guard (was 300 s)
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert errors[0].startswith("error: checkpoint 10 could not be written"), errors[0]
+    assert "Permission denied" in errors[0] and "newest committed: 5" in errors[0]
+    assert not glob.glob(os.path.join(workdir, "checkpoints", "10*"))
+    print(f"unwritable checkpoint directory: exit 2 after {seconds:.1f} s")
+    os.chmod(os.path.join(workdir, "checkpoints"), 0o755)
+    summary = train.train_and_evaluate(make_config(), workdir)
+    assert summary["start_step"] == 5 and summary["step"] == 16
+    assert_ends_like(reference, workdir)

@@ -20,19 +20,26 @@ WORKDIR may be a URL (`gs://bucket/run`): the checkpoint directory is then hande
 is, our own files go through `wgan_jax.fs`, and the workdir lock is skipped.
 
 Nothing is lost to a fault: the `data` item also holds a fingerprint of every array of the
-state, so corrupt array bytes (which the file formats may read back without complaint) are
-found on restore. A checkpoint is set aside only when its content fails to parse or to match
+state and one of itself, so corrupt array bytes (which the file formats may read back without
+complaint) and an edited data position are found on restore. A checkpoint is set aside only
+when its content fails to parse or to match
 (`CheckpointContentError`); a read that fails with an I/O error (`OSError`, or a TensorStore
 status such as UNAVAILABLE, e.g. on a network file system) is retried `READ_ATTEMPTS` times and
 then stops the run in one line (`UserError`) without setting anything aside, and a write that
 fails (disk full) stops the run in one line with the committed checkpoints intact. A
 checkpoint that cannot be moved aside is never deleted.
+
+With several processes every decision that could part them is taken together (`_vote`): the
+step list, each candidate's outcome (read locally, without orbax's cross-process barriers),
+retries, moving a step aside, the workdir lock and a save's folder check; each process then
+places its own copy of the agreed step on the mesh.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import math
@@ -44,7 +51,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 from orbax.checkpoint import checkpoint_managers as cm
 
 from wgan_jax import fs
@@ -57,6 +66,7 @@ log = logging.getLogger("wgan_jax")
 READ_ATTEMPTS = 4  # reads of one checkpoint that fail with an I/O error before giving up
 READ_BACKOFF_SECONDS = 0.25  # doubled after every failed attempt
 FINGERPRINT_KEY = "state_fingerprint"  # in the data item: one uint32 per state leaf
+DATA_FINGERPRINT_KEY = "data_fingerprint"  # in the data item: a hash of the rest of it
 
 # TensorStore (orbax's array reader and writer) reports errors as `ValueError("CODE: ...")`;
 # these codes are the storage's fault (errno-derived or remote), not the content's.
@@ -174,7 +184,26 @@ class Checkpointer:
             cleanup_tmp_directories=not read_only,
             read_only=read_only,
         )
+        if not read_only:
+            self._create_directory()
         self.manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def _create_directory(self) -> None:
+        """Process 0 creates the checkpoint directory; a failure stops every process with the
+        same line (orbax would raise on process 0 alone and leave the others in a barrier)."""
+        failure = ""
+        if jax.process_index() == 0 and not fs.is_remote(self.directory):
+            try:
+                fs.makedirs(self.directory)
+                if not os.access(self.directory, os.W_OK | os.X_OK):
+                    raise PermissionError(13, "Permission denied", self.directory)
+            except OSError as error:
+                failure = (f"checkpoint directory {self.directory} cannot be written "
+                           f"({_reason(error)}); fix its permissions or choose another "
+                           "--workdir")
+        failure = _agreed_failure(failure)
+        if failure:
+            raise UserError(failure)
 
     # ---- metrics and the best checkpoint -------------------------------------------------
 
@@ -260,22 +289,25 @@ class Checkpointer:
         """
         if self.read_only:
             raise UserError(f"{self.directory} was opened read-only")
-        if step in self.manager.all_steps():
+        if _any_process(step in self.manager.all_steps()):
             return False
         if not all_finite(state):
             log.warning("state at step %d has non-finite values; checkpoint not saved", step)
             return False
         metrics = {k: float(v) for k, v in (metrics or {}).items()}
         self._choose_metric(metrics)
+        data = json.loads(json.dumps({**data_state, FINGERPRINT_KEY: fingerprint(state)}))
+        data[DATA_FINGERPRINT_KEY] = _data_fingerprint(data)
         items: dict[str, Any] = {
             "state": ocp.args.StandardSave(state),
-            "data": ocp.args.JsonSave({**data_state, FINGERPRINT_KEY: fingerprint(state)}),
+            "data": ocp.args.JsonSave(data),
         }
         if self._config_json is not None:
             items["config"] = ocp.args.JsonSave(self._config_json)
         previous_pending = self._pending_best
         self._wait_for_saves()
         with self._reporting_write_errors(step):
+            self._check_writable()
             self.manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
         self._in_flight = step
         # manager.save waited for the previous save, so its best record can be written now.
@@ -291,41 +323,54 @@ class Checkpointer:
         return True
 
     def restore(
-        self, abstract_state: Any, step: int | None = None
+        self,
+        abstract_state: Any,
+        step: int | None = None,
+        *,
+        required_data: tuple[str, ...] = (),
     ) -> tuple[Any, dict[str, Any], int] | None:
         """Restores `step` (default: the newest readable one) into `abstract_state`'s shardings.
 
         `abstract_state` is a pytree of `jax.ShapeDtypeStruct` with the *current* mesh's
         shardings, so a checkpoint written on 8 devices restores on 1 and the reverse. A
-        newest checkpoint that cannot be read (killed mid-write, truncated) or holds a
+        newest checkpoint that cannot be read (killed mid-write, truncated, edited) or holds a
         non-finite value is reported in one line and the previous one is used; once an older
         one restores, the broken ones are moved aside to `<step>.corrupt-<time>` (not in
         read-only mode). If none restores (a changed config, most likely), nothing is moved
-        and a `UserError` says so. Returns None when there is no checkpoint.
+        and a `UserError` says so. `required_data` names keys the data item must hold (a data
+        item without them is corrupt). Returns None when there is no checkpoint.
+
+        Every process takes the same branch (see `_vote`): the candidates are the steps every
+        process lists, each is read and checked by each process alone (no collective inside
+        a read), and the newest step that every process read correctly and identically is
+        used; then each process places its own copy on the mesh.
         """
         self.manager.reload()
-        steps = [step] if step is not None else list(reversed(self.all_steps()))
+        unlisted: list[int] = []
+        if step is not None:
+            steps = [step]
+        else:
+            steps, unlisted = self._agree_on_steps(self.all_steps())
         failures: list[tuple[int, str]] = []
         for candidate in steps:
-            try:
-                state, data = self._read(candidate, abstract_state)
-            except UserError:
-                raise  # an I/O error that persisted: never a reason to use an older checkpoint
-            except Exception as error:  # noqa: BLE001 - content that does not parse or match
-                reason = _reason(error)
+            read = self._read_agreed(candidate, abstract_state, required_data)
+            if isinstance(read, str):
                 if step is not None:
                     raise UserError(f"checkpoint {candidate} in {self.directory} cannot be "
-                                    f"read ({reason})") from error
-                failures.append((candidate, reason))
+                                    f"read ({read})")
+                failures.append((candidate, read))
                 log.warning("checkpoint %d in %s is unreadable (%s); trying the previous one",
-                            candidate, self.directory, reason)
+                            candidate, self.directory, read)
                 continue
+            host_state, data = read
             # An older checkpoint of the same structure restored, so the newer ones are
             # broken: move them aside, so that their step numbers can be saved again.
             for bad, reason in failures:
                 self._quarantine(bad, reason)
                 self.skipped.append((bad, reason))
-            return state, data, candidate
+            for newer in (s for s in unlisted if s > candidate):
+                self._quarantine(newer, "not listed by every process", suffix="unlisted")
+            return _place(host_state, abstract_state), data, candidate
         if failures:
             # Nothing restores: more likely a changed config or model than corruption, so
             # nothing is moved.
@@ -337,50 +382,108 @@ class Checkpointer:
             )
         return None
 
-    def _read(self, step: int, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
-        """Reads and validates one checkpoint, retrying reads that fail with an I/O error.
+    def _agree_on_steps(self, local: list[int]) -> tuple[list[int], list[int]]:
+        """(the steps every process lists, newest first; the steps only some list).
 
-        Raises `UserError` once `READ_ATTEMPTS` reads failed with I/O errors, and the error
-        itself for content that does not parse or does not match (shape, step, fingerprint,
-        non-finite values).
+        A stale listing on one process (a network file system's cache) must not make the
+        processes restore different steps: they use the common ones and say so in one line.
         """
+        if jax.process_count() == 1:
+            return list(reversed(local)), []
+        width = int(_allgather(np.asarray([len(local)], np.int32)).max())
+        padded = np.full(max(width, 1), -1, np.int32)
+        padded[: len(local)] = local
+        listings = [{int(s) for s in row if s >= 0} for row in _allgather(padded)]
+        common = set.intersection(*listings)
+        unlisted = sorted(set.union(*listings) - common)
+        if unlisted and jax.process_index() == 0:
+            seen = "; ".join(f"process {i}: {sorted(x)[-5:]}" for i, x in enumerate(listings))
+            log.warning("checkpoint listings in %s differ between processes (%s): using the "
+                        "newest step every process lists (%s); newer ones are moved aside "
+                        "as <step>.unlisted-<time>", self.directory, seen,
+                        max(common) if common else "none")
+        return sorted(common, reverse=True), unlisted
+
+    def _read_agreed(
+        self, step: int, abstract_state: Any, required_data: tuple[str, ...]
+    ) -> tuple[Any, dict[str, Any]] | str:
+        """Reads `step` on every process and returns what all of them decide together:
+        `(host_state, data)` when every process read it correctly and identically, else the
+        reason it is unreadable (content). An I/O error on any process is retried by all
+        (`READ_ATTEMPTS` in all) and then stops every process with the same `UserError`.
+        """
+        result: tuple[Any, dict[str, Any], bytes] | None = None
         for attempt in range(1, READ_ATTEMPTS + 1):
-            try:
-                restored = self.manager.restore(
-                    step,
-                    args=ocp.args.Composite(
-                        state=ocp.args.StandardRestore(abstract_state),
-                        data=ocp.args.JsonRestore(),
-                    ),
-                )
-                break
-            except Exception as error:
-                if not is_io_error(error):
-                    raise
-                reason = _reason(error)
-                if attempt == READ_ATTEMPTS:
-                    raise UserError(
-                        f"checkpoint {step} in {self.directory} cannot be read: I/O error in "
-                        f"{READ_ATTEMPTS} attempts ({reason}); nothing was set aside, check the "
-                        "file system and run again"
-                    ) from error
+            kind, reason = _OK, ""
+            if result is None:
+                try:
+                    result = self._read(step, abstract_state, required_data)
+                except Exception as error:  # noqa: BLE001 - classified, then voted on
+                    kind = _IO if is_io_error(error) else _CONTENT
+                    reason = _reason(error)
+            votes = _vote(kind, reason, result[2] if result is not None else b"")
+            io = [(i, r) for i, (k, r, _) in enumerate(votes) if k == _IO]
+            if io and attempt < READ_ATTEMPTS:
                 delay = READ_BACKOFF_SECONDS * 2 ** (attempt - 1)
-                log.warning("checkpoint %d: I/O error while reading (%s); retrying in %.2g s",
-                            step, reason, delay)
+                log.warning("checkpoint %d: I/O error while reading%s (%s); retrying in %.2g s",
+                            step, _on_process(io[0][0]), io[0][1], delay)
                 time.sleep(delay)
-        state, data = restored.state, dict(restored.data)
-        saved_step = getattr(state, "step", None)
+                continue
+            break
+        if io:
+            where, why = io[0]
+            raise UserError(
+                f"checkpoint {step} in {self.directory} cannot be read{_on_process(where)}: "
+                f"I/O error in {READ_ATTEMPTS} attempts ({why}); nothing was set aside, check "
+                "the file system and run again"
+            )
+        content = [(i, r) for i, (k, r, _) in enumerate(votes) if k == _CONTENT]
+        if content:
+            where, why = content[0]
+            return f"{why}{_on_process(where)}"
+        if len({digest for _, _, digest in votes}) > 1:
+            return "the processes read different contents"
+        assert result is not None
+        return result[0], result[1]
+
+    def _read(
+        self, step: int, abstract_state: Any, required_data: tuple[str, ...]
+    ) -> tuple[Any, dict[str, Any], bytes]:
+        """Reads and checks one checkpoint on this process alone, as host arrays.
+
+        No collective runs here (orbax's restore has cross-process barriers, which a process
+        whose read fails would leave the others waiting in). Returns (host state, data,
+        digest of what was read); raises on an I/O error, and `CheckpointContentError` (or
+        the reader's own error) for content that does not parse or does not match.
+        """
+        directory = epath.Path(self.directory) / str(step)
+        data = ocp.JsonCheckpointHandler().restore(directory / "data")
+        data = _check_data(data, required_data)
+        expected = data.pop(FINGERPRINT_KEY, None)
+        handler = ocp.PyTreeCheckpointHandler()
+        try:
+            host_state = handler.restore(directory / "state", args=ocp.args.PyTreeRestore(
+                item=abstract_state,
+                restore_args=jax.tree.map(
+                    lambda _: ocp.RestoreArgs(restore_type=np.ndarray), abstract_state),
+            ))
+        finally:
+            handler.close()
+        _check_shapes(host_state, abstract_state)
+        saved_step = getattr(host_state, "step", None)
         if saved_step is not None and int(saved_step) != step:
             raise CheckpointContentError(f"holds step {int(saved_step)}")
-        expected = data.pop(FINGERPRINT_KEY, None)
-        if expected is not None and fingerprint(state) != [int(v) for v in expected]:
+        found = fingerprint(host_state)
+        if expected is not None and found != [int(v) for v in expected]:
             raise CheckpointContentError("array data does not match the fingerprint saved "
                                          "with it (corrupt bytes)")
-        if not all_finite(state):
+        if not all_finite(host_state):
             raise CheckpointContentError("holds non-finite values")
-        return state, data
+        digest = hashlib.sha256(
+            (_canonical_json(data) + json.dumps(found)).encode()).digest()[:16]
+        return host_state, data, digest
 
-    def _quarantine(self, step: int, reason: str) -> None:
+    def _quarantine(self, step: int, reason: str, suffix: str = "corrupt") -> None:
         """Moves an unreadable step aside so later saves of that step number are possible.
 
         If the move fails, the checkpoint is left where it is (never deleted) and a
@@ -392,15 +495,10 @@ class Checkpointer:
         failure = ""
         if jax.process_index() == 0:
             try:
-                fs.rename(path, f"{path}.corrupt-{int(time.time())}")
+                fs.rename(path, f"{path}.{suffix}-{int(time.time())}")
             except OSError as error:
                 failure = _reason(error)
-        if jax.process_count() > 1:
-            import numpy as np
-            from jax.experimental import multihost_utils
-
-            failed = multihost_utils.broadcast_one_to_all(np.int32(bool(failure)))
-            failure = failure or ("failed on process 0" if int(failed) else "")
+        failure = _agreed_failure(failure)
         if failure:
             raise UserError(
                 f"checkpoint {step} in {self.directory} is unreadable ({reason[:120]}) and "
@@ -417,6 +515,25 @@ class Checkpointer:
         if jax.process_count() == 1:
             return False
         return self.manager.reached_preemption(step)
+
+    def _check_writable(self) -> None:
+        """Raises the `OSError` a save would meet creating its folder (no permission, a
+        vanished or read-only directory), decided on process 0 for every process.
+
+        Checked before orbax starts: orbax's writer threads wait ~300 s for a folder that a
+        failed creation never makes, and keep the process from exiting until then.
+        """
+        local: OSError | None = None
+        if jax.process_index() == 0 and not fs.is_remote(self.directory):
+            if not os.path.isdir(self.directory):
+                local = OSError(2, "No such file or directory (it vanished)", self.directory)
+            elif not os.access(self.directory, os.W_OK | os.X_OK):
+                local = PermissionError(13, "Permission denied", self.directory)
+        failure = _agreed_failure(str(local) if local else "")
+        if local is not None:
+            raise local
+        if failure:
+            raise OSError(f"on process 0: {failure}")
 
     def _wait_for_saves(self) -> None:
         with self._reporting_write_errors(self._in_flight):
@@ -450,6 +567,101 @@ class Checkpointer:
         if not self.read_only:
             self.wait()
         self.manager.close()
+
+
+# ---- deciding together: every process reports, all take the same branch ---------------------
+
+_OK, _CONTENT, _IO = 0, 1, 2
+_REASON_BYTES = 1000
+_DIGEST_BYTES = 16
+
+
+def _allgather(row: np.ndarray) -> np.ndarray:
+    """`[process_count, *row.shape]`: every process's `row` (a collective every process calls)."""
+    if jax.process_count() == 1:
+        return row[None]
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(row))
+
+
+def _vote(kind: int, reason: str, digest: bytes) -> list[tuple[int, str, bytes]]:
+    """Every process's `(kind, reason, digest)`, in process order (a collective)."""
+    encoded = reason.encode()[:_REASON_BYTES]
+    row = np.zeros(1 + _DIGEST_BYTES + _REASON_BYTES, np.int32)
+    row[0] = kind
+    row[1: 1 + len(digest[:_DIGEST_BYTES])] = list(digest[:_DIGEST_BYTES])
+    row[1 + _DIGEST_BYTES: 1 + _DIGEST_BYTES + len(encoded)] = list(encoded)
+    votes = []
+    for other in _allgather(row):
+        text = bytes(int(b) for b in other[1 + _DIGEST_BYTES:] if b).decode(errors="replace")
+        votes.append((int(other[0]), text, bytes(int(b) for b in other[1: 1 + _DIGEST_BYTES])))
+    return votes
+
+
+def _any_process(flag: bool) -> bool:
+    """Whether `flag` holds on any process (a collective with several processes)."""
+    if jax.process_count() == 1:
+        return flag
+    return bool(_allgather(np.asarray([int(flag)], np.int32)).max())
+
+
+def _on_process(index: int) -> str:
+    return f" on process {index}" if jax.process_count() > 1 else ""
+
+
+# ---- reading one checkpoint -----------------------------------------------------------------
+
+
+def _canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _data_fingerprint(data: dict[str, Any]) -> str:
+    """A hash of the data item without its own fingerprint (its JSON, keys sorted)."""
+    rest = {k: v for k, v in data.items() if k != DATA_FINGERPRINT_KEY}
+    return hashlib.sha256(_canonical_json(rest).encode()).hexdigest()[:32]
+
+
+def _check_data(data: Any, required: tuple[str, ...]) -> dict[str, Any]:
+    """The data item without its fingerprint; `CheckpointContentError` if it is not an object,
+    does not match its fingerprint (an edit) or lacks a `required` key. Items saved before
+    the data fingerprint existed are checked for the required keys only."""
+    if not isinstance(data, dict):
+        raise CheckpointContentError("data item is not a JSON object")
+    data = dict(data)
+    saved = data.pop(DATA_FINGERPRINT_KEY, None)
+    if saved is not None and saved != _data_fingerprint(data):
+        raise CheckpointContentError("data item does not match the fingerprint saved with it "
+                                     "(edited or corrupt)")
+    missing = [key for key in required if key not in data]
+    if missing:
+        raise CheckpointContentError(f"data item lacks {', '.join(missing)}")
+    return data
+
+
+def _check_shapes(host_state: Any, abstract_state: Any) -> None:
+    """`CheckpointContentError` naming the first leaf whose shape or dtype differs."""
+    for (path, value), want in zip(jax.tree_util.tree_leaves_with_path(host_state),
+                                   jax.tree.leaves(abstract_state), strict=True):
+        value = np.asarray(value)
+        if value.shape != tuple(want.shape) or value.dtype != want.dtype:
+            raise CheckpointContentError(
+                f"{jax.tree_util.keystr(path)} was saved as {value.dtype}{list(value.shape)}, "
+                f"this run's state has {jnp.dtype(want.dtype)}{list(want.shape)}")
+
+
+def _place(host_state: Any, abstract_state: Any) -> Any:
+    """Host arrays as `jax.Array`s with `abstract_state`'s shardings; each process puts its
+    own copy on its own devices (no collective), bit for bit."""
+    def put(value: Any, like: Any) -> jax.Array:
+        value = np.asarray(value)
+        sharding = getattr(like, "sharding", None)
+        if sharding is None:
+            return jnp.asarray(value)
+        return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
+
+    return jax.tree.map(put, host_state, abstract_state)
 
 
 def _first_line(error: BaseException) -> str:
@@ -504,8 +716,14 @@ class WorkdirLock:
             log.info("workdir %s is remote: not locked (object stores have no file locks); "
                      "make sure no other trainer uses it", self.workdir)
             return
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        handle = open(self.path, "a+")  # noqa: SIM115 - held for the process's lifetime
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            handle = open(self.path, "a+")  # noqa: SIM115 - held for the process's lifetime
+        except OSError as error:
+            raise UserError(
+                f"workdir {self.workdir} cannot be written: its lock file {self.path} cannot "
+                f"be created ({_reason(error)}); choose a writable --workdir"
+            ) from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -527,3 +745,40 @@ class WorkdirLock:
             fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
             self._file.close()
             self._file = None
+
+
+def lock_workdir(workdir: str) -> WorkdirLock | None:
+    """Process 0 creates `workdir` and takes its lock; every process learns the outcome.
+
+    A failure (a workdir in use, not writable, or a file) stops every process with the same
+    `UserError`, so no process waits for one that gave up. Returns process 0's lock (None on
+    the others).
+    """
+    lock = None
+    failure = ""
+    if jax.process_index() == 0:
+        try:
+            fs.makedirs(workdir)
+            lock = WorkdirLock(workdir)
+            lock.acquire()
+        except UserError as error:
+            lock, failure = None, str(error)
+        except OSError as error:
+            lock = None
+            failure = (f"workdir {workdir} cannot be created ({_reason(error)}); choose a "
+                       "writable --workdir")
+    failure = _agreed_failure(failure)
+    if failure:
+        if lock is not None:
+            lock.release()
+        raise UserError(failure)
+    return lock
+
+
+def _agreed_failure(local: str) -> str:
+    """The first process's non-empty failure message, the same on every process ("" if none
+    failed): a collective with several processes."""
+    if jax.process_count() == 1:
+        return local
+    return next((reason or "failed on another process"
+                 for kind, reason, _ in _vote(_IO if local else _OK, local, b"") if kind), "")

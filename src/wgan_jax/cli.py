@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import re
 import sys
+import threading
+import warnings
 from collections.abc import Callable
 
 from absl import flags
@@ -80,8 +84,82 @@ def setup_logging(is_main: bool) -> None:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO if is_main else logging.WARNING)
     logger.propagate = False
-    logging.getLogger("absl").setLevel(logging.WARNING)
+    absl_logger = logging.getLogger("absl")
+    absl_logger.setLevel(logging.WARNING)
     logging.getLogger("jax").setLevel(logging.WARNING)
+    if not _verbose():
+        _quiet_orbax(absl_logger)
+
+
+def _verbose() -> bool:
+    """Whether absl's `--verbosity`/`-v` flag was given (then orbax's own log is shown)."""
+    try:
+        return bool(flags.FLAGS["verbosity"].present)
+    except (KeyError, flags.Error):
+        return False
+
+
+def _from_orbax(record: logging.LogRecord) -> bool:
+    return f"{os.sep}orbax{os.sep}" in record.pathname
+
+
+def _quiet_orbax(absl_logger: logging.Logger) -> None:
+    """Keeps orbax's background chatter off the terminal: its error records (a failed save
+    logs a traceback from each of its writer threads), and the tracebacks and warnings that
+    its threads leave when a save fails (`Event loop is closed`, coroutines never awaited,
+    futures never retrieved);
+    a background thread that dies of an `OSError` (a full disk) is one warning line. The
+    failure itself reaches the user as our one `error:` line; `--verbosity=0` shows orbax's
+    log again."""
+    if not any(f is _from_orbax_filter for f in absl_logger.filters):
+        absl_logger.addFilter(_from_orbax_filter)
+    asyncio_logger = logging.getLogger("asyncio")
+    if not any(f is _abandoned_write_filter for f in asyncio_logger.filters):
+        asyncio_logger.addFilter(_abandoned_write_filter)
+    warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited",
+                            category=RuntimeWarning)
+    if not getattr(threading.excepthook, "quiet_orbax", False):
+        previous_thread_hook = threading.excepthook
+
+        def thread_excepthook(args) -> None:
+            # A writer thread that meets a full disk (TensorBoard's, orbax's): one line; the
+            # main thread reports the failure itself.
+            if isinstance(args.exc_value, OSError):
+                logging.getLogger("wgan_jax").warning(
+                    "background thread %s stopped: %s",
+                    getattr(args.thread, "name", "?"), first_line(args.exc_value))
+                return
+            previous_thread_hook(args)
+
+        thread_excepthook.quiet_orbax = True  # type: ignore[attr-defined]
+        threading.excepthook = thread_excepthook
+    if not getattr(sys.unraisablehook, "quiet_orbax", False):
+        previous = sys.unraisablehook
+
+        def unraisablehook(unraisable) -> None:
+            # Tensorstore's callbacks of a failed save's writes, after orbax closed its loop.
+            value = unraisable.exc_value
+            if isinstance(value, RuntimeError) and str(value) == "Event loop is closed":
+                return
+            previous(unraisable)
+
+        unraisablehook.quiet_orbax = True  # type: ignore[attr-defined]
+        sys.unraisablehook = unraisablehook
+
+
+def _abandoned_write_filter(record: logging.LogRecord) -> bool:
+    """Drops asyncio's "exception was never retrieved" for a failed write (an `OSError` or a
+    TensorStore status such as `RESOURCE_EXHAUSTED: ...`) that orbax's threads abandoned."""
+    if "never retrieved" not in str(record.msg) or not record.exc_info:
+        return True
+    error = record.exc_info[1]
+    return not (isinstance(error, OSError) or re.match(r"^[A-Z][A-Z_]+: ", str(error)))
+
+
+def _from_orbax_filter(record: logging.LogRecord) -> bool:
+    """Drops orbax's error records (a failed save logs one, with a traceback, from each of its
+    threads); its warnings, e.g. the preemption sync point, stay."""
+    return not (_from_orbax(record) and logging.ERROR <= record.levelno < logging.CRITICAL)
 
 
 def run_guarded(fn: Callable[[], int | None]) -> int:

@@ -275,8 +275,20 @@ class MetricWriter:
             if f is not None and not f.closed:
                 f.close()
         if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+            tb, self._tb = self._tb, None
+            try:
+                tb.close()
+            except OSError:
+                # A full disk: the unflushed TensorBoard events are lost. Mark its writer
+                # closed, or tensorboardX's exit hook fails (and prints a traceback) again.
+                for writer in (getattr(tb, "all_writers", None) or {}).values():
+                    event_writer = getattr(writer, "event_writer", None)
+                    worker = getattr(event_writer, "_worker", None)
+                    if worker is not None and worker.is_alive():
+                        worker.stop()
+                    if event_writer is not None and hasattr(event_writer, "_closed"):
+                        event_writer._closed = True
+                raise
 
     def __enter__(self) -> MetricWriter:
         return self

@@ -8,6 +8,7 @@ and `critic=`.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import math
@@ -39,6 +40,9 @@ from wgan_jax.state import (
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
 
 log = logging.getLogger("wgan_jax")
+
+# Keys a checkpoint's data item must hold to resume from it (else it is a corrupt checkpoint).
+DATA_KEYS = ("position",)
 
 
 def topology_line(config: ml_collections.ConfigDict, mesh) -> str:
@@ -309,20 +313,34 @@ def train_and_evaluate(
         given_g, given_c = generator is not None, critic is not None
         generator, critic = build_networks(config, generator, critic)  # factory errors: no write
         is_main = jax.process_index() == 0
-        lock = ckpt.WorkdirLock(workdir) if is_main else None
         check_num_classes(config)
         check_run_networks(config, generator, critic, given=(given_g, given_c))  # before a write
         it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
-        if is_main:
-            fs.makedirs(workdir)
-        if lock:
-            lock.acquire()
+        lock = ckpt.lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
         try:
             objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
             return _train(config, workdir, mesh, it, generator, critic, is_main, setup, objects)
+        except OSError as error:
+            if not _write_error_in(workdir, error):
+                raise
+            # A log or picture that cannot be written (a full disk): one line, like a checkpoint.
+            raise UserError(
+                f"cannot write to workdir {workdir} ({type(error).__name__}: {error}"[:300]
+                + "); the committed checkpoints are intact: fix the cause and run again to resume"
+            ) from error
         finally:
             if lock:
                 lock.release()
+
+
+def _write_error_in(workdir: str, error: OSError) -> bool:
+    """Whether `error` is a write into `workdir` that failed for the storage's reasons: a
+    full disk or quota, a read-only file system, or permissions on a file under `workdir`."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return True
+    name = str(error.filename or "")
+    inside = bool(name) and fs.abspath(name).startswith(fs.abspath(workdir).rstrip("/") + "/")
+    return error.errno in (errno.EACCES, errno.EPERM) and inside
 
 
 def _train(config, workdir, mesh, it, generator, critic, is_main,
@@ -343,7 +361,8 @@ def _train(config, workdir, mesh, it, generator, critic, is_main,
         workdir, keep=config.keep_checkpoints, best_metric=config.eval.metric,
         config_json=json.loads(config.to_json_best_effort()),
     )
-    restored = checkpointer.restore(abstract_train_state(gan, config, mesh))
+    restored = checkpointer.restore(abstract_train_state(gan, config, mesh),
+                                    required_data=DATA_KEYS)
     start = 0
     if restored is None:
         state = replicate(create_train_state(gan, shape, config.seed, ema, check=False), mesh)
@@ -480,7 +499,10 @@ def _train(config, workdir, mesh, it, generator, critic, is_main,
                 **trained_modules(state, generator, critic, use_ema=ema)}
     except BaseException:
         # An error or a give-up: keep whatever was committed, release files and threads.
-        writer.close()
+        try:
+            writer.close()
+        except OSError as error:  # a full disk: never mask the original error
+            log.warning("closing the logs failed: %s", error)
         try:
             checkpointer.close()
         except Exception as error:  # noqa: BLE001 - never mask the original error
@@ -527,7 +549,8 @@ def _roll_back(config, mesh, checkpointer, writer, guard, it, step, trouble, mak
             "penalty_weight or check the data"
         )
     checkpointer.wait()
-    restored = checkpointer.restore(abstract_train_state(make_gan(guard.lr_scale), config, mesh))
+    restored = checkpointer.restore(abstract_train_state(make_gan(guard.lr_scale), config, mesh),
+                                    required_data=DATA_KEYS)
     guard.lr_scale *= config.rollback_lr_factor
     gan = make_gan(guard.lr_scale)
     if restored is None:
