@@ -38,6 +38,11 @@ VARIANTS: dict[str, dict] = {
     "fixed+lr1e-3": {"generator_lr": 1e-3, "critic_lr": 1e-3},
     "resnet": {"model.kind": "resnet", "model.width": 32},
     "resnet_cbn_only": {"patch": [CBN_ONLY], "model.kind": "resnet", "model.width": 32},
+    "resnet+lr1e-3": {"model.kind": "resnet", "model.width": 32, "generator_lr": 1e-3,
+                      "critic_lr": 1e-3},
+    "resnet+embed_glorot": {"patch": ["embed_glorot"], "model.kind": "resnet",
+                            "model.width": 32},
+    "resnet+ncritic2": {"model.kind": "resnet", "model.width": 32, "n_critic": 2},
 }
 
 
@@ -56,6 +61,8 @@ def _patch(names: list[str]) -> None:
             dcgan.latent_with_label = resnet.latent_with_label = lambda z, labels, n: z
         elif name == "embed_normal1":
             embed_init = nn.initializers.normal(1.0)
+        elif name == "embed_glorot":  # Miyato & Koyama's chainer code: GlorotUniform
+            embed_init = nn.initializers.glorot_uniform()
         elif name == "proj_pooled":
             pooled = True
         elif name == "z_onehot":
@@ -80,7 +87,7 @@ def _patch(names: list[str]) -> None:
                          embedding_init=embed_init, parent=module)
         return linear + jnp.sum(embed(labels).astype(features.dtype) * features, axis=-1)
 
-    if {"embed_normal1", "proj_pooled"} & set(names):
+    if {"embed_normal1", "embed_glorot", "proj_pooled"} & set(names):
         dcgan.projection_score = resnet.projection_score = projection_score
 
 
