@@ -67,3 +67,42 @@ def test_first_iteration_equal_on_one_and_eight_devices(case, first_iterations):
                 "grad_norm/critic", "grad_norm/generator"):
         np.testing.assert_allclose(one[key], eight[key], rtol=1e-4, atol=1e-6, err_msg=key)
 
+
+
+def test_rpgan_generator_loss_in_the_step_pairs_fakes_with_the_last_real_batch():
+    """The step's "rpgan" generator loss, rebuilt by hand: the critic after its updates
+    scores the last critic batch's real examples and the generator's fakes from the
+    iteration's own latents; softplus(D(real_i) - D(fake_i)), averaged, in float64."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from wgan_jax.config import apply_overrides, data_shape, get_config_schema
+    from wgan_jax.state import create_train_state
+    from wgan_jax.step import StepConfig, draw_iteration, make_mesh, make_train_step
+    from wgan_jax.train import build_gan, replicate
+
+    c = get_config_schema()
+    apply_overrides(c, CASES["rpgan_r1r2"])
+    shape, gan, mesh = data_shape(c), build_gan(c), make_mesh()
+    state = create_train_state(gan, shape, c.seed, False)
+    g_params, g_state = jax.tree.map(np.asarray, (state.g_params, state.g_state))
+    rng = np.asarray(state.rng)
+    cfg = StepConfig.from_config(c)
+    real = np.random.default_rng(1).uniform(
+        -1, 1, (c.n_critic, c.global_batch_size, *shape)).astype(np.float32)
+    new_state, metrics = make_train_step(cfg, mesh, gan)(
+        replicate(state, mesh), jax.device_put(real, NamedSharding(mesh, P(None, "data"))))
+    draws = draw_iteration(cfg, jax.random.fold_in(rng, 0), c.global_batch_size, shape,
+                           gan.z_dim)
+    fake, _ = gan.generator.apply(g_params, g_state, draws.z_generator, train=True)
+
+    def critic(x):
+        scores = gan.critic.apply(new_state.d_params, new_state.d_state, x, train=False)[0]
+        return np.asarray(scores, np.float64)
+
+    gap = critic(real[-1]) - critic(np.asarray(fake))
+    np.testing.assert_allclose(float(metrics["generator_loss"]),
+                               np.mean(np.logaddexp(0.0, gap)), rtol=1e-5)
+    # not the Wasserstein/hinge generator loss of the same scores
+    assert abs(float(metrics["generator_loss"]) + np.mean(critic(np.asarray(fake)))) > 1e-3
