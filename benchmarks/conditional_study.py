@@ -42,6 +42,8 @@ VARIANTS: dict[str, dict] = {
                       "critic_lr": 1e-3},
     "resnet+embed_glorot": {"patch": ["embed_glorot"], "model.kind": "resnet",
                             "model.width": 32},
+    "resnet_cbn_only+lr1e-3": {"patch": [CBN_ONLY], "model.kind": "resnet", "model.width": 32,
+                               "generator_lr": 1e-3, "critic_lr": 1e-3},
     "resnet+ncritic2": {"model.kind": "resnet", "model.width": 32, "n_critic": 2},
 }
 
