@@ -1,16 +1,18 @@
 """Label accuracy against iterations for candidate changes to a conditional conv GAN.
 
-    python benchmarks/conditional_study.py --variants fixed,cbn_only [--config default]
+    python benchmarks/conditional_study.py --variants fixed,cbn_only+lr1e-3 [--config default]
         [--num_iterations 600] [--eval_every 200] [--num_samples 1000] [--seed 0]
         [--root /tmp/wgan_cond_study] [--out benchmarks/results/conditional_study.jsonl]
 
 Each variant trains the config (default: the embedded default, `model.conditional=projection`)
 from scratch in this process and evaluates every `eval_every` iterations; the row it appends
 holds `eval/label_accuracy` (the share of generated digits the digit classifier assigns to
-their label; chance 10%) at each evaluation. Variants are config overrides and/or a swap of
-one piece of the conditional networks (the "old" pieces are those before the fix, kept here so
-the measurement can be repeated). Iterations, not wall time, are the axis: the machine these
-numbers were measured on was shared.
+their label; chance 10%) at each evaluation. A variant is "fixed" (the shipped networks) or
+changes joined by "+" (`parse_variant`): config overrides (`OVERRIDES`: "lr1e-3", "ncritic2",
+"resnet") and swaps of one piece of the conditional networks in this process (`PATCHES`; the
+pieces before the fix, "cbn_only" and "embed_normal002", are kept so that the measurement can
+be repeated). Iterations, not wall time, are the axis: the machine these numbers were measured
+on was shared.
 """
 
 from __future__ import annotations
@@ -23,29 +25,35 @@ import sys
 
 from common import REPO, apply_overrides, load_config, train_timed
 
-CBN_ONLY = "cbn_only"  # the generator before the fix: labels enter through conditional BN only
-VARIANTS: dict[str, dict] = {
-    # config overrides; "patch": names of piece swaps (see `_patch`)
-    "fixed": {},  # the shipped networks: label embedding concatenated to z + conditional BN
-    CBN_ONLY: {"patch": [CBN_ONLY]},
-    "cbn_only+lr1e-3": {"patch": [CBN_ONLY], "generator_lr": 1e-3, "critic_lr": 1e-3},
-    "cbn_only+ncritic2": {"patch": [CBN_ONLY], "n_critic": 2},
-    "cbn_only+embed_normal1": {"patch": [CBN_ONLY, "embed_normal1"]},
-    "cbn_only+proj_pooled": {"patch": [CBN_ONLY, "proj_pooled"]},
-    "cbn_only+gain0": {"patch": [CBN_ONLY, "gain0"]},
-    "cbn_only+z_onehot": {"patch": [CBN_ONLY, "z_onehot"]},
-    "latent_only": {"patch": ["plain_bn"]},  # label embedding on z, BatchNorms unconditional
-    "fixed+lr1e-3": {"generator_lr": 1e-3, "critic_lr": 1e-3},
+# A variant is "fixed" (the shipped networks and the default config) or changes joined by "+",
+# e.g. "cbn_only+lr1e-3": config overrides (`OVERRIDES`) and piece swaps (`_patch`).
+OVERRIDES: dict[str, dict] = {
+    "lr1e-3": {"generator_lr": 1e-3, "critic_lr": 1e-3},
+    "ncritic2": {"n_critic": 2},
     "resnet": {"model.kind": "resnet", "model.width": 32},
-    "resnet_cbn_only": {"patch": [CBN_ONLY], "model.kind": "resnet", "model.width": 32},
-    "resnet+lr1e-3": {"model.kind": "resnet", "model.width": 32, "generator_lr": 1e-3,
-                      "critic_lr": 1e-3},
-    "resnet+embed_glorot": {"patch": ["embed_glorot"], "model.kind": "resnet",
-                            "model.width": 32},
-    "resnet_cbn_only+lr1e-3": {"patch": [CBN_ONLY], "model.kind": "resnet", "model.width": 32,
-                               "generator_lr": 1e-3, "critic_lr": 1e-3},
-    "resnet+ncritic2": {"model.kind": "resnet", "model.width": 32, "n_critic": 2},
 }
+PATCHES = (
+    "cbn_only",  # the generator before the fix: labels only through conditional BatchNorm
+    "plain_bn",  # the generator's BatchNorms unconditional (labels only through z)
+    "gain0",  # conditional BatchNorm's gain stored 0-centred: 1 + g, g initialised to 0
+    "z_onehot",  # a one-hot label on z instead of the learned embedding
+    "embed_normal002",  # the projection embedding initialised N(0, 0.02) (before the fix)
+    "embed_normal1",  # ... N(0, 1)
+    "proj_pooled",  # the dcgan critic's projection on its 4x4 features averaged over positions
+)
+
+
+def parse_variant(name: str) -> tuple[dict, list[str]]:
+    """(config overrides, piece swaps) of a variant name; `KeyError` for an unknown part."""
+    overrides, patches = {}, []
+    for part in ([] if name == "fixed" else name.split("+")):
+        if part in OVERRIDES:
+            overrides.update(OVERRIDES[part])
+        elif part in PATCHES:
+            patches.append(part)
+        else:
+            raise KeyError(f"unknown variant part {part!r} in {name!r}")
+    return overrides, patches
 
 
 def _patch(names: list[str]) -> None:
@@ -56,15 +64,15 @@ def _patch(names: list[str]) -> None:
 
     from wgan_jax.models import conditional, dcgan, resnet
 
-    embed_init = nn.initializers.normal(0.02)
+    embed_init = nn.initializers.glorot_uniform()
     pooled = False
     for name in names:
-        if name == CBN_ONLY:
+        if name == "cbn_only":
             dcgan.latent_with_label = resnet.latent_with_label = lambda z, labels, n: z
+        elif name == "embed_normal002":
+            embed_init = nn.initializers.normal(0.02)
         elif name == "embed_normal1":
             embed_init = nn.initializers.normal(1.0)
-        elif name == "embed_glorot":  # Miyato & Koyama's chainer code: GlorotUniform
-            embed_init = nn.initializers.glorot_uniform()
         elif name == "proj_pooled":
             pooled = True
         elif name == "z_onehot":
@@ -79,8 +87,6 @@ def _patch(names: list[str]) -> None:
             def generator_batch_norm(h, labels, *args, _plain=plain):
                 return _plain(h, None, *args)
             dcgan.generator_batch_norm = resnet.generator_batch_norm = generator_batch_norm
-        else:
-            raise KeyError(name)
 
     def projection_score(module, features, linear, labels, num_classes):
         if pooled:  # the DCGAN critic's 4x4 features, averaged over positions
@@ -89,7 +95,7 @@ def _patch(names: list[str]) -> None:
                          embedding_init=embed_init, parent=module)
         return linear + jnp.sum(embed(labels).astype(features.dtype) * features, axis=-1)
 
-    if {"embed_normal1", "embed_glorot", "proj_pooled"} & set(names):
+    if {"embed_normal002", "embed_normal1", "proj_pooled"} & set(names):
         dcgan.projection_score = resnet.projection_score = projection_score
 
 
@@ -138,8 +144,7 @@ def main() -> None:
 
 
 def run_variant(name: str, args: argparse.Namespace) -> dict:
-    spec = dict(VARIANTS[name])
-    patches = spec.pop("patch", [])
+    spec, patches = parse_variant(name)
     _patch(patches)
     config = load_config(args.config)
     config.model.conditional = "projection"

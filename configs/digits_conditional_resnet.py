@@ -2,8 +2,8 @@
 (`configs/digits.py`) with `model.kind="resnet"` (width 32; conditional BatchNorm in the
 generator's blocks, a label embedding on z, a projection critic on pooled features), Adam 1e-3
 for both networks and 600 iterations. `benchmarks/conditional_study.py --variants=resnet+lr1e-3`
-measured 52 / 90 / 95% label accuracy at 200 / 400 / 600 iterations (at the default 2e-4:
-10 / 13 / 23%).
+measured 87 / 95 / 96% label accuracy at 200 / 400 / 600 iterations (at the default 2e-4:
+13 / 40 / 66%).
 """
 
 import ml_collections
