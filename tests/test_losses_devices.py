@@ -106,3 +106,41 @@ def test_rpgan_generator_loss_in_the_step_pairs_fakes_with_the_last_real_batch()
                                np.mean(np.logaddexp(0.0, gap)), rtol=1e-5)
     # not the Wasserstein/hinge generator loss of the same scores
     assert abs(float(metrics["generator_loss"]) + np.mean(critic(np.asarray(fake)))) > 1e-3
+
+
+@pytest.mark.parametrize("name", ["r2", "r1r2"])
+def test_step_penalty_is_r1_on_real_plus_r2_on_the_critic_batch_fakes(name):
+    """The step's first critic update's penalty, rebuilt from the public pieces: squared
+    input-gradient norms of the initial critic at the first real batch (R1) and at the
+    generator's fakes from the iteration's first critic latents (R2)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from wgan_jax import penalties
+    from wgan_jax.config import apply_overrides, data_shape, get_config_schema
+    from wgan_jax.state import create_train_state
+    from wgan_jax.step import StepConfig, draw_iteration, make_mesh, make_train_step
+    from wgan_jax.train import build_gan, replicate
+
+    c = get_config_schema()
+    apply_overrides(c, {"model.width": 16, "global_batch_size": 8, "n_critic": 1,
+                        "penalty": name})
+    shape, gan, mesh = data_shape(c), build_gan(c), make_mesh()
+    state = jax.device_get(create_train_state(gan, shape, c.seed, False))  # the step donates
+    cfg = StepConfig.from_config(c)
+    real = np.random.default_rng(2).normal(size=(1, 8, *shape)).astype(np.float32)
+    _, metrics = make_train_step(cfg, mesh, gan)(
+        replicate(state, mesh), jax.device_put(real, NamedSharding(mesh, P(None, "data"))))
+    draws = draw_iteration(cfg, jax.random.fold_in(state.rng, 0), 8, shape, gan.z_dim)
+    fake, _ = gan.generator.apply(state.g_params, state.g_state, draws.z_critic[0], train=True)
+
+    def critic(x):
+        return gan.critic.apply(state.d_params, state.d_state, x, train=False)[0]
+
+    r2 = jnp.mean(jnp.square(penalties.input_gradient_norms(critic, fake)))
+    expected = float(r2) + (float(penalties.r1_penalty(critic, jnp.asarray(real[0])))
+                            if name == "r1r2" else 0.0)
+    assert expected > 1e-3
+    np.testing.assert_allclose(float(metrics["gradient_penalty"]), expected, rtol=1e-5)
