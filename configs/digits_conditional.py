@@ -3,9 +3,8 @@ with the MLP networks (a projection critic, a label embedding concatenated to th
 latent), evaluated with the label accuracy and per-class FID (`benchmarks/quality.py
 --configs digits_conditional`: ~99% of generated digits classified as their label).
 
-The 16 px DCGAN of `configs/digits.py` made conditional (conditional BatchNorm) reached only
-~51% label accuracy in the same 1,500 iterations; this small MLP at 8 px is far faster and
-reaches the goal (>= 95%).
+The 16 px DCGAN of `configs/digits.py` made conditional reaches ~97% in the same 1,500
+iterations (`configs/digits_conditional_dcgan.py`); this small MLP at 8 px is far faster.
 """
 
 import ml_collections

@@ -94,14 +94,27 @@ def test_scores_and_samples_depend_on_the_label(case):
     equal = [gan.critic.apply(same, d_state, (x, y), train=False)[0] for y in (zeros, threes)]
     np.testing.assert_array_equal(equal[0], equal[1])
     g_params, g_state = gan.generator.init(jax.random.PRNGKey(4), (z, zeros))
-    if c.model.kind in ("dcgan", "resnet"):  # conditional BatchNorm: bias of class 3 changed
-        g_params = jax.tree.map(lambda a: a, g_params)
-        scope = g_params if c.model.kind == "dcgan" else g_params["block_0"]
-        bias = scope["ConditionalBatchNorm_0"]["bias"]["embedding"]
-        scope["ConditionalBatchNorm_0"]["bias"]["embedding"] = bias.at[3].set(1.0)
-    fakes = [gan.generator.apply(g_params, g_state, (z, y), train=False)[0]
-             for y in (zeros, threes)]
-    assert float(jnp.max(jnp.abs(fakes[0] - fakes[1]))) > 1e-4
+
+    def label_effect(params) -> float:
+        fakes = [gan.generator.apply(params, g_state, (z, y), train=False)[0]
+                 for y in (zeros, threes)]
+        return float(jnp.max(jnp.abs(fakes[0] - fakes[1])))
+
+    # Every generator gets a label embedding concatenated to z, live from initialisation.
+    assert g_params["class_embed"]["embedding"].shape == (10, c.model.z_dim)
+    assert label_effect(g_params) > 1e-4
+    equal_rows = jax.tree.map(lambda a: a, g_params)
+    equal_rows["class_embed"]["embedding"] = jnp.ones_like(g_params["class_embed"]["embedding"])
+    if c.model.kind == "mlp":  # the embedding is its only label input
+        assert label_effect(equal_rows) == 0.0
+        return
+    # Conv generators: the label also enters through conditional BatchNorm (initially the
+    # same gain and bias for every class); change class 3's bias and the label matters again.
+    assert label_effect(equal_rows) == 0.0
+    scope = equal_rows if c.model.kind == "dcgan" else equal_rows["block_0"]
+    bias = scope["ConditionalBatchNorm_0"]["bias"]["embedding"]
+    scope["ConditionalBatchNorm_0"]["bias"]["embedding"] = bias.at[3].set(1.0)
+    assert label_effect(equal_rows) > 1e-4
 
 
 def test_fake_labels_follow_the_class_frequencies():

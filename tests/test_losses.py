@@ -29,3 +29,18 @@ def test_logistic_matches_binary_cross_entropy():
     )
     # stable for huge logits
     assert np.isfinite(losses.logistic_critic_loss(jnp.array([1e4]), jnp.array([-1e4])))
+
+
+def test_rpgan_pairs_real_and_fake_by_position_float64_reference():
+    real, fake = np.asarray(REAL, np.float64), np.asarray(FAKE, np.float64)
+    critic = np.mean(np.log1p(np.exp(fake - real)))  # softplus(D(fake_i) - D(real_i))
+    generator = np.mean(np.log1p(np.exp(real - fake)))
+    np.testing.assert_allclose(losses.rpgan_critic_loss(REAL, FAKE), critic, rtol=1e-6)
+    np.testing.assert_allclose(losses.rpgan_generator_loss(FAKE, REAL), generator, rtol=1e-6)
+    # pairs, not means: permuting the fakes changes the loss (a mean-based loss would not)
+    assert abs(float(losses.rpgan_critic_loss(REAL, FAKE[::-1])) - critic) > 1e-3
+    # stable for huge score gaps (softplus, not log(1 + exp))
+    assert np.isfinite(losses.rpgan_critic_loss(jnp.array([-1e4]), jnp.array([1e4])))
+    assert losses.CRITIC_LOSSES["rpgan"] is losses.rpgan_critic_loss
+    assert losses.GENERATOR_LOSSES["rpgan"] is losses.rpgan_generator_loss
+    assert "rpgan" in losses.PAIRED_LOSSES

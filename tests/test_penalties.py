@@ -120,3 +120,37 @@ def test_clip_weights_keeps_params_in_range():
     updates, state = tx.update({"w": jnp.array([-1.0, 0.001, 0.1])}, state, params)
     new = optax.apply_updates(params, updates)
     np.testing.assert_allclose(new["w"], [0.01, 0.004, -0.01], rtol=1e-6)
+
+
+def _quadratic_critic(a):
+    """D(x) = 0.5 * sum(a * x^2) per example: input gradient a * x (closed form)."""
+    return lambda x: 0.5 * jnp.sum(a * jnp.square(x), axis=tuple(range(1, x.ndim)))
+
+
+def test_r2_and_r1r2_match_the_closed_form_of_a_quadratic_critic():
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0.5, 2.0, (2, 3)).astype(np.float32)
+    real = rng.normal(size=(5, 2, 3)).astype(np.float32)
+    fake = rng.normal(size=(5, 2, 3)).astype(np.float32)
+    a64, real64, fake64 = (np.asarray(v, np.float64) for v in (a, real, fake))
+    r1_ref = np.mean(np.sum(np.square(a64 * real64), axis=(1, 2)))
+    r2_ref = np.mean(np.sum(np.square(a64 * fake64), axis=(1, 2)))
+    draws = penalties.Draws(jnp.full((5,), 0.5))
+    critic = _quadratic_critic(jnp.asarray(a))
+    value, norms = penalties.PENALTIES["r2"](critic, real, fake, draws)
+    np.testing.assert_allclose(value, r2_ref, rtol=1e-5)
+    np.testing.assert_allclose(norms, np.sqrt(np.sum(np.square(a64 * fake64), axis=(1, 2))),
+                               rtol=1e-5)
+    value, norms = penalties.PENALTIES["r1r2"](critic, real, fake, draws)
+    np.testing.assert_allclose(value, r1_ref + r2_ref, rtol=1e-5)
+    assert norms.shape == (10,)
+    # zero-centred: the target is ignored (a "gp"-style penalty would change with it)
+    np.testing.assert_allclose(
+        penalties.r1r2(critic, real, fake, draws, target=3.0)[0], r1_ref + r2_ref, rtol=1e-5)
+
+
+def test_r2_of_linear_critic_is_squared_weight_norm():
+    w = jnp.array([1.0, -2.0, 2.0])
+    x = jax.random.normal(jax.random.PRNGKey(8), (7, 3))
+    draws = penalties.Draws(jnp.zeros((7,)))
+    np.testing.assert_allclose(penalties.r2(linear_critic(w), x, x, draws)[0], 9.0, rtol=1e-6)

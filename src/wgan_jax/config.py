@@ -22,8 +22,8 @@ from wgan_jax.errors import ConfigError
 from wgan_jax.health import default_health_config
 from wgan_jax.precision import PRECISIONS
 
-LOSSES = ("wasserstein", "hinge", "logistic")
-PENALTIES = ("gp", "lp", "r1", "dragan", "clip", "none")
+LOSSES = ("wasserstein", "hinge", "logistic", "rpgan")
+PENALTIES = ("gp", "lp", "r1", "dragan", "r2", "r1r2", "clip", "none")
 MODEL_KINDS = ("mlp", "dcgan", "resnet")
 TOY_DATASETS = (*MIXTURES, "swissroll")
 # model.generator / model.critic: "package.module:attribute" (the attribute may be dotted).
@@ -283,7 +283,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
             value = value[part]
         if value not in allowed:
             _fail(key, f"must be one of {', '.join(allowed)}; got {value!r}")
-    if config.model.critic_norm == "batch" and config.penalty in ("gp", "lp", "r1", "dragan"):
+    if config.model.critic_norm == "batch" and config.penalty in PENALTIES[:-2]:
         _fail(
             "model.critic_norm",
             "'batch' couples the examples of a batch, so a per-example gradient penalty is "

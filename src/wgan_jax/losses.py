@@ -3,7 +3,8 @@
 Each function takes the critic's raw scores (logits for the logistic loss) on a batch and
 returns the mean over that batch. Under data parallelism the step averages these local means
 with `lax.pmean`, which equals the global-batch mean because every device holds the same
-number of examples.
+number of examples. The relativistic pairing loss ("rpgan", `PAIRED_LOSSES`) scores pairs
+(real i, fake i), so its generator loss takes the real scores too: `loss(fake, real)`.
 """
 
 from __future__ import annotations
@@ -52,3 +53,21 @@ GENERATOR_LOSSES = {
     "hinge": hinge_generator_loss,
     "logistic": logistic_generator_loss,
 }
+
+
+def rpgan_critic_loss(real_scores: jax.Array, fake_scores: jax.Array) -> jax.Array:
+    """RpGAN (Jolicoeur-Martineau 2019; R3GAN, Huang et al. 2024): E[softplus(D(fake_i) -
+    D(real_i))] over pairs of real and fake examples (equal batches, paired by position)."""
+    return jnp.mean(jax.nn.softplus(fake_scores - real_scores))
+
+
+def rpgan_generator_loss(fake_scores: jax.Array, real_scores: jax.Array) -> jax.Array:
+    """RpGAN's generator loss E[softplus(D(real_i) - D(fake_i))] (the pairs swapped)."""
+    return jnp.mean(jax.nn.softplus(real_scores - fake_scores))
+
+
+CRITIC_LOSSES["rpgan"] = rpgan_critic_loss
+GENERATOR_LOSSES["rpgan"] = rpgan_generator_loss
+# Losses whose generator loss is `fn(fake_scores, real_scores)`: the step scores a real batch
+# in the generator's update too.
+PAIRED_LOSSES = ("rpgan",)

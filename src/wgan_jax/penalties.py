@@ -17,9 +17,10 @@ The train step calls penalties through one signature, `PenaltyFn`::
   `penalty_weight * value` to the critic's loss); `norms`: the per-example input-gradient
   norms `[b]` behind it (for diagnostics), or None.
 
-`PENALTIES` maps the names "gp", "lp", "r1" and "dragan" to the functions below; "clip" (the
-original WGAN's weight clipping, an optimizer transform: `clip_weights`) and "none" are no
-penalty (`NOT_PENALTIES`). Pass your own function with the same signature instead of a name.
+`PENALTIES` maps the names "gp", "lp", "r1", "dragan", "r2" and "r1r2" to the functions
+below; "clip" (the original WGAN's weight clipping, an optimizer transform: `clip_weights`) and
+"none" are no penalty (`NOT_PENALTIES`). Pass your own function with the same signature
+instead of a name.
 
 On their own, outside the step (one name per penalty; random numbers from a key you pass
 first, as in `jax.random`): `gp(critic_fn, real, fake, draw(key, real))`,
@@ -280,3 +281,30 @@ def clip_weights(clip_value: float) -> optax.GradientTransformation:
         return new_updates, state
 
     return optax.GradientTransformation(init_fn, update_fn)
+
+
+def r2(
+    critic_fn: CriticFn, real: jax.Array, fake: jax.Array, draws: Draws, *,
+    target: float = 1.0, axis_name: str | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """R2 (Mescheder et al. 2018): ||grad D(fake)||^2 on the generator's samples, zero-centred
+    (`target` does not apply) (`PenaltyFn`). A conditional critic scores them with the real
+    examples' labels, as the step gives every penalty (the same as for "gp")."""
+    del real, draws, target, axis_name
+    norms = input_gradient_norms(critic_fn, fake)
+    return jnp.mean(jnp.square(norms)), norms
+
+
+def r1r2(
+    critic_fn: CriticFn, real: jax.Array, fake: jax.Array, draws: Draws, *,
+    target: float = 1.0, axis_name: str | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """R1 + R2 (R3GAN, Huang et al. 2024): E||grad D(real)||^2 + E||grad D(fake)||^2, both
+    zero-centred (`PenaltyFn`); `norms` are the real examples' then the fake ones' `[2b]`."""
+    r1_value, r1_norms = r1(critic_fn, real, fake, draws, target=target, axis_name=axis_name)
+    r2_value, r2_norms = r2(critic_fn, real, fake, draws, target=target, axis_name=axis_name)
+    return r1_value + r2_value, jnp.concatenate([r1_norms, r2_norms])
+
+
+PENALTIES["r2"] = r2
+PENALTIES["r1r2"] = r1r2

@@ -56,9 +56,9 @@ Metrics = dict[str, jax.Array]
 class StepConfig:
     """What the train step needs to know, explicitly (the trainer builds it from its config).
 
-    `penalty` is a name in `penalties.PENALTIES` ("gp", "lp", "r1", "dragan"), "clip" or
-    "none" (no penalty term), or your own `penalties.PenaltyFn`. `ema_decay` applies when the
-    state keeps EMA parameters. `diagnostics`: "off", "basic" or "full" (see README).
+    `penalty` is a name in `penalties.PENALTIES` ("gp", "lp", "r1", "dragan", "r2", "r1r2"),
+    "clip" or "none" (no penalty term), or your own `penalties.PenaltyFn`. `ema_decay` applies
+    when the state keeps EMA parameters. `diagnostics`: "off", "basic" or "full" (see README).
     `axis_name` is the mesh axis the batch is split along. `augment` is a DiffAugment policy
     ("translation,cutout,color"; "" off) and `instance_noise` the initial standard deviation of
     Gaussian noise on the critic's inputs (0 off), annealed linearly to 0 at iteration
@@ -399,7 +399,9 @@ def make_train_step(
 
     capture = level == "full" and generator.capture is not None
 
-    def generator_loss(g_params, g_state, d_params, d_state, z, key, seen):
+    paired = cfg.loss in losses.PAIRED_LOSSES
+
+    def generator_loss(g_params, g_state, d_params, d_state, z, key, seen, real):
         g_params = _to_varying(g_params, axis)
         g_key = jax.random.fold_in(key, 0)
         if capture:
@@ -411,7 +413,13 @@ def make_train_step(
         seen_fake = critic_input(_join(fake, _split(z)[1]), *seen)
         scores, _ = critic.apply(d_params, d_state, seen_fake, train=True,
                                  rng=jax.random.fold_in(key, 1))
-        return lax.pmean(generator_loss_fn(scores), axis), (new_g_state, fake, acts)
+        if paired:  # a relativistic loss pairs fake i with real i (the last critic batch's)
+            real_scores, _ = critic.apply(d_params, d_state, critic_input(real, *seen),
+                                          train=True, rng=jax.random.fold_in(key, 2))
+            loss = generator_loss_fn(scores, lax.stop_gradient(real_scores))
+        else:
+            loss = generator_loss_fn(scores)
+        return lax.pmean(loss, axis), (new_g_state, fake, acts)
 
     def generator_metrics(loss, grads, updates, g_params, fake, real, acts):
         metrics = {"generator_loss": loss}
@@ -433,10 +441,11 @@ def make_train_step(
     def generator_update(state: TrainState, d_params, d_state, z, real, key, seen):
         (loss, (new_g_state, fake, acts)), grads = jax.value_and_grad(
             generator_loss, has_aux=True
-        )(state.g_params, state.g_state, d_params, d_state, z, key, seen)
+        )(state.g_params, state.g_state, d_params, d_state, z, key, seen, real)
         updates, g_opt_state = gan.g_tx.update(grads, state.g_opt_state, state.g_params)
         metrics = generator_metrics(loss, grads, updates, state.g_params,
-                                    lax.stop_gradient(fake), real, lax.stop_gradient(acts))
+                                    lax.stop_gradient(fake), _split(real)[0],
+                                    lax.stop_gradient(acts))
         g_params = optax.apply_updates(state.g_params, updates)
         return g_params, new_g_state, g_opt_state, metrics
 
@@ -451,7 +460,7 @@ def make_train_step(
         )
         _, _, d_params, d_state, d_opt_state = carry
         g_params, g_state, g_opt_state, metrics = generator_update(
-            state, d_params, d_state, z_gen, _split(real)[0][-1],
+            state, d_params, d_state, z_gen, jax.tree.map(lambda a: a[-1], real),
             network_key(key, device, cfg.n_critic), generator_seen,
         )
         metrics.update(jax.tree.map(jnp.mean, critic_metrics))

@@ -5,8 +5,9 @@ G = Dense to 4x4x(DIM*2^(n-1)) + BN + ReLU, then 4x4 stride-2 transposed convs h
 width down to DIM (BN + ReLU), then one more to the image's channels with tanh. D = 4x4
 stride-2 convs from the image to DIM, 2*DIM, ... with LeakyReLU(0.2), then Dense to 1.
 The critic has no BatchNorm unless asked for (only the classic logistic-loss baseline may).
-With `num_classes > 0` both take `(inputs, labels)`: the generator's BatchNorms become
-conditional (a gain and bias per class) and the critic a projection critic
+With `num_classes > 0` both take `(inputs, labels)`: the generator gets a label embedding
+concatenated to z and its BatchNorms become conditional (a gain and bias per class), and the
+critic is a projection critic
 (`wgan_jax.models.conditional`).
 """
 
@@ -18,7 +19,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from wgan_jax.models.conditional import generator_batch_norm, projection_score, split_inputs
+from wgan_jax.models.conditional import (
+    generator_batch_norm,
+    latent_with_label,
+    projection_score,
+    split_inputs,
+)
 from wgan_jax.models.layers import DownConv, UpConv
 from wgan_jax.models.spectral import critic_layer
 
@@ -56,7 +62,8 @@ class DCGANGenerator(nn.Module):
         n = _num_resamplings(self.image_size)
         bias = self.norm != "batch"  # a bias before BatchNorm cancels; its gradient is noise
         ch = self.width * 2 ** (n - 1)
-        h = nn.Dense(4 * 4 * ch, use_bias=bias, dtype=self.dtype)(z.astype(self.dtype))
+        h = latent_with_label(z.astype(self.dtype), labels, self.num_classes)
+        h = nn.Dense(4 * 4 * ch, use_bias=bias, dtype=self.dtype)(h)
         h = nn.relu(self._norm(h.reshape(z.shape[0], 4, 4, ch), train, labels))
         self.sow("intermediates", "relu_0", h)
         for i in range(n - 1):

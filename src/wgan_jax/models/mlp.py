@@ -12,7 +12,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from wgan_jax.models.conditional import projection_score, split_inputs
+from wgan_jax.models.conditional import latent_with_label, projection_score, split_inputs
 from wgan_jax.models.spectral import critic_layer
 
 
@@ -35,10 +35,7 @@ class MLPGenerator(nn.Module):
     @nn.compact
     def __call__(self, z: jax.Array, train: bool = True) -> jax.Array:
         z, labels = split_inputs(z, self.num_classes)
-        h = z.astype(self.dtype)
-        if labels is not None:
-            embedding = nn.Embed(self.num_classes, z.shape[-1], name="class_embed")(labels)
-            h = jnp.concatenate([h, embedding.astype(self.dtype)], axis=-1)
+        h = latent_with_label(z.astype(self.dtype), labels, self.num_classes)
         for i in range(self.depth):
             # No bias before BatchNorm: it would cancel, its true gradient is 0, and Adam
             # would turn float noise in that gradient into full-size, device-dependent steps.

@@ -9,9 +9,9 @@ first block (conv, ReLU, conv, 2x2 mean pool; shortcut = mean pool then 1x1 conv
 to 8x8, two blocks at 8x8, ReLU, global mean pool, Dense to 1. With 32 px and W = 128 this is the
 paper's model (3 up blocks in G; 1 + 1 down and 2 plain blocks in D).
 With `num_classes > 0` both take `(inputs, labels)` (Miyato & Koyama 2018's ResNets): the
-generator blocks' BatchNorms become conditional (a gain and bias per class; the last BatchNorm
-stays plain) and the critic a projection critic on its pooled features
-(`wgan_jax.models.conditional`).
+generator gets a label embedding concatenated to z and its blocks' BatchNorms become
+conditional (a gain and bias per class; the last BatchNorm stays plain), and the critic is a
+projection critic on its pooled features (`wgan_jax.models.conditional`).
 Every convolution is a `layers.SameConv` with the model's `conv_impl` (on CPU by default its
 derivatives avoid XLA:CPU's slow weight-gradient convolutions), named as Flax names
 ``nn.Conv`` layers (``Conv_0``, ``Conv_1``, ... per module), so the parameter tree is the one
@@ -27,7 +27,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from wgan_jax.models.conditional import generator_batch_norm, projection_score, split_inputs
+from wgan_jax.models.conditional import (
+    generator_batch_norm,
+    latent_with_label,
+    projection_score,
+    split_inputs,
+)
 from wgan_jax.models.layers import SameConv
 from wgan_jax.models.spectral import CRITIC_NORMS, critic_layer
 
@@ -98,7 +103,8 @@ class ResNetGenerator(nn.Module):
         z, labels = split_inputs(z, self.num_classes)
         n = _doublings(4, self.image_size)
         bias = self.norm != "batch"
-        h = nn.Dense(4 * 4 * self.width, use_bias=bias, dtype=self.dtype)(z.astype(self.dtype))
+        h = latent_with_label(z.astype(self.dtype), labels, self.num_classes)
+        h = nn.Dense(4 * 4 * self.width, use_bias=bias, dtype=self.dtype)(h)
         h = h.reshape(z.shape[0], 4, 4, self.width)
         for i in range(n):
             h = _GenBlock(self.width, self.norm, self.axis_name, self.dtype, self.num_classes,
