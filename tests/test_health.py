@@ -98,8 +98,10 @@ def test_vanishing_gradients():
     assert events[0]["step"] == (BAD + 2) * STEP
 
 
-def test_dcgan_discriminator_overpowering():
-    """The issue's case: D loss -> 0.01 while G loss jumps from 6 to 45."""
+@pytest.mark.parametrize("loss", ["logistic", "rpgan"])
+def test_dcgan_discriminator_overpowering(loss):
+    """The issue's case: D loss -> 0.01 while G loss jumps from 6 to 45 (the relativistic
+    pairing loss saturates the same way: softplus terms near 0 for the critic)."""
     rows = train_rows(healthy_rows("logistic"))
     for i, row in enumerate(rows):
         row["generator_loss"] = 6.0 + 0.3 * math.sin(i)
@@ -108,7 +110,7 @@ def test_dcgan_discriminator_overpowering():
             row["critic_loss"] = 0.01
             row["generator_loss"] = 6.0 + 39.0 * min(1.0, (i - BAD) / 10)
             row["d_real"], row["d_fake"] = 0.995, 0.005
-    events = health.analyse(rows, {}, "logistic", "none")
+    events = health.analyse(rows, {}, loss, "none")
     assert "discriminator_overpowering" in rules(events)
     event = next(e for e in events if e["rule"] == "discriminator_overpowering")
     assert event["step"] >= BAD * STEP

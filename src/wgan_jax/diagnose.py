@@ -128,7 +128,7 @@ def _tailored_advice(rule: str, evidence: Mapping, config: Mapping) -> list[str]
         if critic_norm == "batch":
             advice.append("Remove BatchNorm from the critic: set model.critic_norm='layer' "
                           "(or 'none'); BatchNorm lets the critic separate real and fake batches.")
-        if loss in ("logistic", "hinge"):
+        if loss in ("logistic", "hinge", "rpgan"):
             advice.append(f"Switch from loss='{loss}' to loss='wasserstein' with penalty='gp' "
                           "(penalty_weight=10, n_critic=5, Adam betas 0/0.5 and 0.9).")
         if _finite(critic_lr) and critic_lr > 0:
@@ -160,7 +160,7 @@ def _coverage(rows: Sequence[Mapping], loss: str, penalty: str) -> tuple[list[st
         "exploding_gradients": has("grad_norm/critic", "grad_norm/generator"),
         "vanishing_gradients": has("grad_norm/generator"),
         "discriminator_overpowering": (has("critic_loss") and has("generator_loss"))
-        if loss in ("logistic", "hinge") else has("wasserstein_estimate"),
+        if loss in ("logistic", "hinge", "rpgan") else has("wasserstein_estimate"),
         "loss_spike": has("critic_loss"),
         "mode_collapse": has("diversity", "eval/modes"),
         "eval_regression": any(health.is_eval_score(k) for k in keys),

@@ -309,7 +309,7 @@ class HealthMonitor:
 
     def _rule_overpowering(self, step: int, values: dict, events: list) -> None:
         cfg = self.cfg
-        if self.loss in ("logistic", "hinge"):
+        if self.loss in ("logistic", "hinge", "rpgan"):
             d_loss = values.get("critic_loss")
             g_loss = values.get("generator_loss")
             if d_loss is None or g_loss is None or not (
