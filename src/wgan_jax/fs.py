@@ -207,20 +207,8 @@ def write_atomic(path: str, data: str | bytes) -> None:
         filesystem, inner = _filesystem(path)
         filesystem.pipe_file(inner, payload)
         return
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}-{os.path.basename(path)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-        raise
+    with atomic_writer(path) as f:
+        f.write(payload)
 
 
 def rename(src: str, dst: str) -> None:

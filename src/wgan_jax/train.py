@@ -64,7 +64,31 @@ def replicate(tree: Any, mesh) -> Any:
     return jax.tree.map(lambda x: jax.device_put(x, sharding), tree)
 
 
-class _SetupStop:
+class _Signals:
+    """Installs `self._handle` for SIGTERM and SIGINT on `__enter__` (when `enabled`, from the
+    main thread) and restores the previous handlers on `__exit__`."""
+
+    enabled: bool
+    _previous: dict[int, Any]
+
+    def __enter__(self):
+        if self.enabled:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    self._previous[sig] = signal.signal(sig, self._handle)
+                except ValueError:  # not the main thread
+                    pass
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        raise NotImplementedError
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class _SetupStop(_Signals):
     """SIGTERM/SIGINT during setup (building networks, reading data, restoring, compiling):
     raises `StoppedDuringSetup`, which unwinds the setup (the lock is released, nothing
     half-written stays) and ends the run with one line saying nothing was trained yet.
@@ -80,15 +104,6 @@ class _SetupStop:
         self._signalled = False
         self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> _SetupStop:
-        if self.enabled:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                try:
-                    self._previous[sig] = signal.signal(sig, self._handle)
-                except ValueError:  # not the main thread
-                    pass
-        return self
-
     def _handle(self, signum, frame) -> None:
         del frame
         if not self.started:
@@ -99,12 +114,8 @@ class _SetupStop:
         log.warning("received %s: the run is finishing (final checkpoint, samples)",
                     signal.Signals(signum).name)
 
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
-
-class _Stop:
+class _Stop(_Signals):
     """Turns SIGTERM/SIGINT into a flag the loop checks between iterations.
 
     Only in single-process runs: with several processes a local flag would stop them at
@@ -122,16 +133,6 @@ class _Stop:
         if setup is not None:
             setup.started = True
 
-    def __enter__(self) -> _Stop:
-        if not self.enabled:
-            return self
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                self._previous[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread
-                pass
-        return self
-
     def _handle(self, signum, frame) -> None:
         del frame
         if self.requested and signum == signal.SIGINT:
@@ -141,10 +142,6 @@ class _Stop:
             self._setup._signalled = True
         log.warning("received %s: finishing this iteration, saving a checkpoint, exiting",
                     signal.Signals(signum).name)
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 class _Guard:
