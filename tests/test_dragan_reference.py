@@ -2,9 +2,10 @@
 
 The critic is a small tanh network whose input gradient is written out by hand in float64 numpy,
 so the penalty at any point is known without JAX; the perturbed points are rebuilt from the
-noise, the per-example alpha and the batch's standard deviation. `dragan_penalty` draws its own
-noise: the points it differentiates at are caught from inside the critic (a debug callback), then
-checked to be DRAGAN's perturbations and the returned penalty recomputed from them.
+noise, the per-example alpha and the batch's standard deviation. `dragan` with its draws from a
+key (`penalties.draw(key, real, noise=True)`): the points it differentiates at are caught from
+inside the critic (a debug callback), then checked to be DRAGAN's perturbations and the returned
+penalty recomputed from them.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def test_dragan_points_and_gradient_penalty_match_numpy():
     expected = real.astype(np.float64) + alpha[:, None] * (0.5 * std * noise)
     np.testing.assert_allclose(points, expected, rtol=1e-6, atol=1e-6)
     for target in (1.0, 0.5):
-        got = float(penalties.gradient_penalty(_critic(), jnp.asarray(points), target=target))
+        norms = penalties.input_gradient_norms(_critic(), jnp.asarray(points))
+        got = float(penalties.penalty_from_norms(norms, target=target))
         want = np.mean((_reference_norms(expected) - target) ** 2)
         np.testing.assert_allclose(got, want, rtol=1e-4)
 
@@ -75,8 +77,8 @@ def test_dragan_points_and_gradient_penalty_match_numpy():
 def test_dragan_penalty_perturbs_real_data_by_the_batch_spread():
     real = _real(np.random.default_rng(3))
     captured: list[np.ndarray] = []
-    got = float(penalties.dragan_penalty(_critic(captured), jnp.asarray(real),
-                                         jax.random.key(0)))
+    draws = penalties.draw(jax.random.key(0), jnp.asarray(real), noise=True)
+    got = float(penalties.dragan(_critic(captured), jnp.asarray(real), None, draws)[0])
     jax.effects_barrier()
     assert captured, "the critic was never called"
     points = captured[-1].astype(np.float64)

@@ -140,7 +140,7 @@ def test_step_penalty_is_r1_on_real_plus_r2_on_the_critic_batch_fakes(name):
         return gan.critic.apply(state.d_params, state.d_state, x, train=False)[0]
 
     r2 = jnp.mean(jnp.square(penalties.input_gradient_norms(critic, fake)))
-    expected = float(r2) + (float(penalties.r1_penalty(critic, jnp.asarray(real[0])))
+    expected = float(r2) + (float(penalties.r1(critic, jnp.asarray(real[0]))[0])
                             if name == "r1r2" else 0.0)
     assert expected > 1e-3
     np.testing.assert_allclose(float(metrics["gradient_penalty"]), expected, rtol=1e-5)

@@ -15,6 +15,12 @@ def linear_critic(w):
     return lambda x: x.reshape(x.shape[0], -1) @ w
 
 
+def gradient_penalty(critic_fn, x_hat, **kwargs):
+    """mean((||grad D(x_hat)|| - target)^2) at given points, from the public pieces."""
+    return penalties.penalty_from_norms(penalties.input_gradient_norms(critic_fn, x_hat),
+                                        **kwargs)
+
+
 @pytest.mark.parametrize("scale", [0.3, 1.0, 2.5])
 def test_linear_critic_penalty_and_gradient_match_closed_form(scale):
     w = scale * jax.random.normal(jax.random.PRNGKey(0), (12,))
@@ -22,12 +28,12 @@ def test_linear_critic_penalty_and_gradient_match_closed_form(scale):
     norm = jnp.linalg.norm(w)
 
     def pen(w):
-        return penalties.gradient_penalty(linear_critic(w), x)
+        return gradient_penalty(linear_critic(w), x)
 
     value, grad = jax.value_and_grad(pen)(w)
     np.testing.assert_allclose(value, (norm - 1.0) ** 2, rtol=1e-5)
     np.testing.assert_allclose(grad, 2.0 * (norm - 1.0) * w / norm, rtol=1e-4, atol=1e-6)
-    one_sided = penalties.gradient_penalty(linear_critic(w), x, one_sided=True)
+    one_sided = gradient_penalty(linear_critic(w), x, one_sided=True)
     np.testing.assert_allclose(one_sided, max(0.0, float(norm) - 1.0) ** 2, rtol=1e-5, atol=1e-7)
 
 
@@ -36,7 +42,7 @@ def test_constant_critic_gives_target_squared_with_finite_gradient(target):
     x = jax.random.normal(jax.random.PRNGKey(2), (4, 8, 8, 3))
 
     def pen(b):
-        return penalties.gradient_penalty(lambda inp: 0.0 * jnp.sum(inp, (1, 2, 3)) + b, x,
+        return gradient_penalty(lambda inp: 0.0 * jnp.sum(inp, (1, 2, 3)) + b, x,
                                           target=target)
 
     value, grad = jax.value_and_grad(pen)(jnp.float32(3.0))
@@ -46,7 +52,7 @@ def test_constant_critic_gives_target_squared_with_finite_gradient(target):
     # A critic that depends on its weights but is flat in x at these points: zero input
     # gradient, and the gradient w.r.t. the weights must still be finite (not 0/0 = NaN).
     def pen_w(w):
-        return penalties.gradient_penalty(lambda inp: jnp.sum(jax.nn.relu(inp - 100.0) * w,
+        return gradient_penalty(lambda inp: jnp.sum(jax.nn.relu(inp - 100.0) * w,
                                                               (1, 2, 3)), x, target=target)
 
     value, grad = jax.value_and_grad(pen_w)(jnp.ones((8, 8, 3)))
@@ -68,7 +74,7 @@ def test_mlp_critic_penalty_gradient_matches_central_differences_float64():
             return lambda inp: (jnp.tanh(inp @ p["w1"] + p["b1"]) @ p["w2"])[:, 0]
 
         def pen(flat):
-            return penalties.gradient_penalty(critic(unravel(flat)), x)
+            return gradient_penalty(critic(unravel(flat)), x)
 
         flat, unravel = jax.flatten_util.ravel_pytree(params)
         grad = jax.grad(pen)(flat)
@@ -83,7 +89,7 @@ def test_mlp_critic_penalty_gradient_matches_central_differences_float64():
 def test_interpolate_draws_one_uniform_alpha_per_example():
     real = jnp.zeros((1000, 4, 4, 2))
     fake = jnp.ones((1000, 4, 4, 2))
-    x_hat = penalties.interpolate(real, fake, jax.random.PRNGKey(0))
+    x_hat = penalties.interpolate(jax.random.PRNGKey(0), real, fake)
     per_example = np.asarray(x_hat).reshape(1000, -1)
     # one alpha per example: constant within an example ...
     assert np.all(per_example.max(1) - per_example.min(1) < 1e-7)
@@ -103,14 +109,34 @@ def test_safe_norm_is_exact_and_has_finite_gradient_at_zero():
 def test_r1_of_linear_critic_is_squared_weight_norm():
     w = jnp.array([1.0, -2.0, 2.0])
     x = jax.random.normal(jax.random.PRNGKey(5), (7, 3))
-    np.testing.assert_allclose(penalties.r1_penalty(linear_critic(w), x), 9.0, rtol=1e-6)
+    np.testing.assert_allclose(penalties.r1(linear_critic(w), x)[0], 9.0, rtol=1e-6)
 
 
 def test_dragan_penalty_of_linear_critic_matches_closed_form():
     w = jnp.array([0.5, 0.5, 0.5, 0.5])
     x = jax.random.normal(jax.random.PRNGKey(6), (9, 4))
-    value = penalties.dragan_penalty(linear_critic(w), x, jax.random.PRNGKey(7))
+    draws = penalties.draw(jax.random.PRNGKey(7), x, noise=True)
+    value, _ = penalties.dragan(linear_critic(w), x, None, draws)
     np.testing.assert_allclose(value, 0.0, atol=1e-10)  # |w| = 1 everywhere
+
+
+def test_deprecated_names_warn_and_agree_with_the_one_name_per_penalty():
+    w = jnp.array([1.0, -2.0, 2.0])
+    critic = linear_critic(w)
+    real = jax.random.normal(jax.random.PRNGKey(8), (6, 3))
+    fake = jax.random.normal(jax.random.PRNGKey(9), (6, 3))
+    key = jax.random.PRNGKey(10)
+    x_hat = penalties.interpolate(key, real, fake)
+    with pytest.warns(DeprecationWarning, match="gradient_penalty"):
+        old = penalties.gradient_penalty(critic, x_hat, target=0.5)
+    np.testing.assert_allclose(old, gradient_penalty(critic, x_hat, target=0.5), rtol=1e-6)
+    np.testing.assert_allclose(old, (3.0 - 0.5) ** 2, rtol=1e-5)  # |w| = 3 everywhere
+    with pytest.warns(DeprecationWarning, match="r1_penalty"):
+        old = penalties.r1_penalty(critic, real)
+    np.testing.assert_allclose(old, penalties.r1(critic, real)[0], rtol=1e-6)
+    with pytest.warns(DeprecationWarning, match="dragan_penalty"):
+        old = penalties.dragan_penalty(critic, real, key, target=2.0)
+    np.testing.assert_allclose(old, (3.0 - 2.0) ** 2, rtol=1e-5)
 
 
 def test_clip_weights_keeps_params_in_range():
