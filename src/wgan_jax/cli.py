@@ -158,8 +158,13 @@ def _abandoned_write_filter(record: logging.LogRecord) -> bool:
 
 def _from_orbax_filter(record: logging.LogRecord) -> bool:
     """Drops orbax's error records (a failed save logs one, with a traceback, from each of its
-    threads); its warnings, e.g. the preemption sync point, stay."""
-    return not (_from_orbax(record) and logging.ERROR <= record.levelno < logging.CRITICAL)
+    threads) and its notes that a directory opened read-only is read-only (what `sample` and
+    `evaluate` ask for); its other warnings, e.g. the preemption sync point, stay."""
+    if not _from_orbax(record):
+        return True
+    if logging.ERROR <= record.levelno < logging.CRITICAL:
+        return False
+    return not re.search(r"read[ _]only", record.getMessage())
 
 
 def run_guarded(fn: Callable[[], int | None]) -> int:
