@@ -19,8 +19,6 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
 
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import evaluation, fs, input_pipeline, plots, precision, records
@@ -37,7 +35,7 @@ from wgan_jax.state import (
     create_train_state,
     trained_modules,
 )
-from wgan_jax.step import StepConfig, make_mesh, make_train_step
+from wgan_jax.step import StepConfig, make_mesh, make_train_step, place_state
 
 log = logging.getLogger("wgan_jax")
 
@@ -58,10 +56,8 @@ def topology_line(config: ml_collections.ConfigDict, mesh) -> str:
     )
 
 
-def replicate(tree: Any, mesh) -> Any:
-    """Places every leaf on all devices of `mesh` (parameters are replicated)."""
-    sharding = NamedSharding(mesh, P())
-    return jax.tree.map(lambda x: jax.device_put(x, sharding), tree)
+# Places every leaf on all devices of `mesh` (the trainer's name for `step.place_state`).
+replicate = place_state
 
 
 class _Signals:
