@@ -23,10 +23,11 @@ def test_cuda_and_tpu_extras_are_jax_own_extras_over_the_base_range():
     # jax's own extras pin jax-cuda12-plugin[with-cuda] / libtpu to the installed jax's exact
     # version, so the plugin always matches the jax pip picks.
     assert extras["cuda"] == ["jax[cuda12]>=0.10"]
+    assert extras["cuda13"] == ["jax[cuda13]>=0.10"]
     assert extras["tpu"] == ["jax[tpu]>=0.10"]
     (base,) = [d for d in project["dependencies"] if re.match(r"jax\b(?![-\w])", d)]
     assert base == "jax>=0.10"
-    for spec in (*extras["cuda"], *extras["tpu"]):
+    for spec in (*extras["cuda"], *extras["cuda13"], *extras["tpu"]):
         assert spec.endswith(base.removeprefix("jax")), spec
 
 
@@ -41,8 +42,9 @@ def test_docs_name_the_extras_next_to_the_set_up_commands():
     assert 'pip install ".[cuda]"' in setup and 'pip install ".[tpu]"' in setup
     assert "docs/accelerators.md" in setup
     docs = (ROOT / "docs" / "accelerators.md").read_text()
-    for name in ('pip install ".[cuda]"', 'pip install ".[tpu]"', "jax[cuda12]", "jax[tpu]",
-                 "jax-cuda12-plugin", "jax-cuda12-pjrt", "libtpu"):
+    for name in ('pip install ".[cuda]"', 'pip install ".[cuda13]"', 'pip install ".[tpu]"',
+                 "jax[cuda12]", "jax[cuda13]", "jax[tpu]", "jax-cuda12-plugin",
+                 "jax-cuda13-plugin", "jax-cuda12-pjrt", "libtpu"):
         assert name in docs, name
 
 
