@@ -280,3 +280,28 @@ class ConditionalNNXCritic(nnx.Module):
     def __call__(self, x, labels):
         h = nnx.leaky_relu(self.hidden(x.reshape((x.shape[0], -1))), 0.2)
         return self.score(h)[:, 0] + jnp.sum(self.embed(labels) * h, axis=-1)
+
+
+class ConditionalImages(nnx.Module):
+    """A `ConditionalNNXGenerator` whose outputs are `[B, H, W, C]` images in [-1, 1]."""
+
+    def __init__(self, inner: ConditionalNNXGenerator, shape: tuple[int, int, int]):
+        self.inner, self.shape = inner, shape
+
+    def __call__(self, z, labels):
+        return jnp.tanh(self.inner(z, labels)).reshape((z.shape[0], *self.shape))
+
+
+def conditional_generator(config) -> ConditionalImages:
+    """Factory (`model.generator`) of an own conditional image generator (labels=...), for
+    `model.num_classes` classes."""
+    shape = _image_shape(config)
+    inner = ConditionalNNXGenerator(config.model.z_dim, config.model.num_classes,
+                                    out_dim=math.prod(shape), rngs=nnx.Rngs(config.seed))
+    return ConditionalImages(inner, shape)
+
+
+def conditional_critic(config) -> ConditionalNNXCritic:
+    """Factory (`model.critic`) of an own conditional critic (labels=...)."""
+    return ConditionalNNXCritic(math.prod(_image_shape(config)), config.model.num_classes,
+                                rngs=nnx.Rngs(config.seed + 1))

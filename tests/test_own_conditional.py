@@ -96,6 +96,13 @@ def test_own_conditional_networks_through_the_trainer(tmp_path):
     summary = train_and_evaluate(config, str(tmp_path / "run"), generator=Reshaped(generator),
                                  critic=critic)
     assert summary["step"] == 2 and math.isfinite(summary["metrics"]["critic_loss"])
+    # The same networks named by factories in the config (as the CLI would load them).
+    factories = config.copy_and_resolve_references()
+    apply_overrides(factories, {"model.generator": "own_nets:conditional_generator",
+                                "model.critic": "own_nets:conditional_critic",
+                                "model.num_classes": 10})
+    summary = train_and_evaluate(factories, str(tmp_path / "factories"))
+    assert summary["step"] == 2 and math.isfinite(summary["metrics"]["critic_loss"])
     config.model.conditional = "projection"
     with pytest.raises(ConfigError, match="conditional='labels'"):
         train_and_evaluate(config, str(tmp_path / "other"), generator=Reshaped(generator),
