@@ -38,7 +38,8 @@ pytestmark = pytest.mark.slow
 
 HANG_GUARD_SECONDS = 300  # a hang guard only: the runs take ~20-40 s on a loaded 2-core box
 
-# argv: workdir, process id, coordinator port, fault ("none", "corrupt", "io", "listing").
+# argv: workdir, process id, coordinator port, fault ("none", "corrupt", "io", "listing",
+# "unwritable").
 DRIVER = r"""
 import errno, json, sys
 import jax
@@ -70,6 +71,11 @@ def restore(self, directory, *args, **kwargs):
     return data
 
 steps = ckpt.Checkpointer.all_steps
+if pid == 1 and fault == "unwritable":  # this host's mount of the checkpoints is read-only
+    import os
+    access = os.access
+    os.access = lambda path, mode: (not str(path).endswith("/checkpoints")
+                                    and access(path, mode))
 if pid == 1 and fault in ("corrupt", "io"):
     ocp.JsonCheckpointHandler.restore = restore
 if pid == 1 and fault == "listing":
@@ -163,6 +169,24 @@ def test_a_persistent_io_error_on_one_process_stops_both_with_one_line(
     assert not any("Traceback" in e for e in err)
     assert _committed(workdir) == [15, 16]
     assert not glob.glob(os.path.join(workdir, "checkpoints", "*.corrupt-*"))
+    print(f"both processes stopped {seconds:.1f} s after launch")
+
+
+def test_a_checkpoint_directory_unwritable_on_one_process_stops_both_with_one_line(
+    tmp_path, checkpoints_15_16
+):
+    """Every process checks that it can write the checkpoint directory before a save; a
+    failure on process 1 alone stops both with the same line, nothing lost."""
+    workdir = str(tmp_path / "run")
+    codes, _, err, seconds = _resume_two_processes(checkpoints_15_16, workdir, "unwritable")
+    assert codes == [2, 2], [e[-3000:] for e in err]
+    lines = [[x for x in e.splitlines() if x.startswith("error:")] for e in err]
+    assert lines[0] == lines[1] and len(lines[0]) == 1, lines
+    (line,) = lines[0]
+    assert "checkpoint 18 could not be written" in line and "on process 1" in line, line
+    assert "Permission denied" in line and "newest committed: 16" in line, line
+    assert not any("Traceback" in e for e in err)
+    assert _committed(workdir) == [15, 16]
     print(f"both processes stopped {seconds:.1f} s after launch")
 
 

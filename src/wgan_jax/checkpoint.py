@@ -518,22 +518,28 @@ class Checkpointer:
 
     def _check_writable(self) -> None:
         """Raises the `OSError` a save would meet creating its folder (no permission, a
-        vanished or read-only directory), decided on process 0 for every process.
+        vanished or read-only directory), checked by every process (each writes there: a
+        mount can differ between hosts) and decided together: every process raises the same
+        error, naming the first process that met it.
 
         Checked before orbax starts: orbax's writer threads wait ~300 s for a folder that a
         failed creation never makes, and keep the process from exiting until then.
         """
         local: OSError | None = None
-        if jax.process_index() == 0 and not fs.is_remote(self.directory):
+        if not fs.is_remote(self.directory):
             if not os.path.isdir(self.directory):
                 local = OSError(2, "No such file or directory (it vanished)", self.directory)
             elif not os.access(self.directory, os.W_OK | os.X_OK):
                 local = PermissionError(13, "Permission denied", self.directory)
-        failure = _agreed_failure(str(local) if local else "")
-        if local is not None:
-            raise local
-        if failure:
-            raise OSError(f"on process 0: {failure}")
+        if jax.process_count() == 1:
+            if local is not None:
+                raise local
+            return
+        votes = _vote(_IO if local else _OK, str(local) if local else "", b"")
+        failed = [(i, reason) for i, (kind, reason, _) in enumerate(votes) if kind]
+        if failed:
+            where, reason = failed[0]
+            raise OSError(f"{reason}{_on_process(where)}")
 
     def _wait_for_saves(self) -> None:
         with self._reporting_write_errors(self._in_flight):
