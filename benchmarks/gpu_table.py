@@ -169,26 +169,6 @@ def set_torch_precision(precision: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def matmul_peak(dtype: str, precision: str, sizes: tuple[int, ...], repeats: int = 5) -> float:
-    """Best FLOP/s of a square jitted matmul in `dtype` at `precision` on the default device."""
-    import jax
-    import jax.numpy as jnp
-
-    from wgan_jax import precision as prec
-
-    best = 0.0
-    with prec.scope(precision):
-        matmul = jax.jit(jnp.matmul)
-        for n in sizes:
-            a = jnp.ones((n, n), dtype)
-            matmul(a, a).block_until_ready()
-            for _ in range(repeats):
-                t = time.perf_counter()
-                matmul(a, a).block_until_ready()
-                best = max(best, 2 * n**3 / (time.perf_counter() - t))
-    return best
-
-
 def build_sides(model: str, sides: list[str], precision: str, overrides: list, torch_note: str,
                 device: str) -> dict:
     """{side: runner} for one model (PyTorch sides left out when `torch_note` says so)."""
@@ -308,8 +288,8 @@ def run_table(args) -> None:
         "platform": platform, "device_kind": jax.devices()[0].device_kind,
         "jax": jax.__version__, "precision": args.precision, "torch_note": note,
         "rounds": args.rounds, "iters": args.iters, "warmup": args.warmup,
-        "peaks": {"float32": matmul_peak("float32", args.precision, sizes),
-                  "bfloat16": matmul_peak("bfloat16", args.precision, sizes)},
+        "peaks": {dtype: train_step.matmul_peak(sizes, dtype=dtype, precision=args.precision)
+                  for dtype in ("float32", "bfloat16")},
         "models": {},
     }
     if not note and any(s.startswith("torch") for s in sides):

@@ -54,20 +54,25 @@ def count_flops(step, *args, compiled: bool = True) -> float:
     return float(cost.get("flops", 0.0)) if cost else 0.0
 
 
-def matmul_peak(sizes: tuple[int, ...] = (512, 1024, 2048), repeats: int = 5) -> float:
-    """The best float32 FLOP/s of a square jitted matmul on the default device."""
+def matmul_peak(sizes: tuple[int, ...] = (512, 1024, 2048), repeats: int = 5, *,
+                dtype: str = "float32", precision: str = "default") -> float:
+    """The best FLOP/s of a square jitted matmul in `dtype` at matmul `precision` on the
+    default device."""
     import jax
     import jax.numpy as jnp
 
+    from wgan_jax import precision as prec
+
     best = 0.0
-    matmul = jax.jit(jnp.matmul)
-    for n in sizes:
-        a = jnp.ones((n, n), jnp.float32)
-        matmul(a, a).block_until_ready()
-        for _ in range(repeats):
-            t = time.perf_counter()
+    with prec.scope(precision):
+        matmul = jax.jit(jnp.matmul)
+        for n in sizes:
+            a = jnp.ones((n, n), dtype)
             matmul(a, a).block_until_ready()
-            best = max(best, 2 * n**3 / (time.perf_counter() - t))
+            for _ in range(repeats):
+                t = time.perf_counter()
+                matmul(a, a).block_until_ready()
+                best = max(best, 2 * n**3 / (time.perf_counter() - t))
     return best
 
 
