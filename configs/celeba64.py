@@ -1,5 +1,9 @@
 """WGAN-GP DCGAN on CelebA at 64x64x3 (centre square crop of the 178x218 faces, then resized).
 
+Run: `python -m wgan_jax.main --config configs/celeba64.py --workdir runs/celeba64
+--config.data_dir=DIR`
+Reaches: unmeasured (CelebA is not on our machines); it is the recipe for 64 px faces.
+
 Needs CelebA prepared offline as array_record in the data dir:
 `tfds build celeb_a --data_dir=DIR --file_format=array_record`, then `--config.data_dir=DIR`.
 """

@@ -1,6 +1,12 @@
 """The WGAN-GP paper's CIFAR-10 ResNet (Appendix F): BN in G only, 100k generator iterations,
 Adam 2e-4 decayed linearly to 0, beta1 0, beta2 0.9, n_critic 5, batch 64, lambda 10.
 
+Run: `python -m wgan_jax.main --config configs/cifar10_resnet.py --workdir runs/cifar10
+--config.data_dir=DIR`
+Reaches: quality unmeasured (CIFAR-10 and the Inception weights are not on our machines); its
+step's speed is measured as `configs/bench_resnet32.py` (19.7 s per iteration on the 2-core
+CPU, at parity with PyTorch eager; benchmarks/README.md, "Speed").
+
 Needs CIFAR-10 prepared offline as array_record in the data dir:
 `tfds build cifar10 --data_dir=DIR --file_format=array_record`, then `--config.data_dir=DIR`.
 """

@@ -1,5 +1,12 @@
 """The classic failure, reproduced offline: a DCGAN whose discriminator overpowers it.
 
+Run: `python -m wgan_jax.main --config configs/dcgan_collapse.py --workdir runs/collapse`,
+then `python -m wgan_jax.diagnose --workdir runs/collapse`.
+Reaches: the failure, flagged. Its 400-iteration logs ship as `examples/collapse_run`, whose
+diagnose report (5 problems, exit 1) docs/diagnostics.md shows (`tests/test_diagnose.py`); on
+500 sprites for 300 iterations FID 101.7 and coverage 0 against held-out sprites
+(`benchmarks/remedies.py`; benchmarks/README.md, "The collapsing RGBA DCGAN, remedy by remedy").
+
 Logistic (non-saturating) loss, BatchNorm and a sigmoid output in the discriminator, no
 penalty, 64x64 RGBA digit sprites, and a discriminator learning rate 10x the generator's.
 Within a few hundred iterations the discriminator's loss falls towards 0 while the

@@ -1,9 +1,14 @@
 """Class-conditional WGAN-GP on the digits at their own 8 px: `model.conditional="projection"`
 with the MLP networks (a projection critic, a label embedding concatenated to the generator's
-latent), evaluated with the label accuracy and per-class FID (`benchmarks/quality.py
---configs digits_conditional`: ~99% of generated digits classified as their label).
+latent), evaluated with the label accuracy and per-class FID.
 
-The 16 px DCGAN of `configs/digits.py` made conditional reaches ~97% in the same 1,500
+Run: `python -m wgan_jax.main --config configs/digits_conditional.py --workdir runs/cond`
+Reaches: 99.0 +- 0.1% of generated digits classified as their label (real held-out digits:
+98.7%), per-class FID 2.92 mean, 4.38 worst, after its 1,500 iterations, 3 seeds
+(`python benchmarks/quality.py --configs digits_conditional`; benchmarks/README.md,
+"Class-conditional digits").
+
+The 16 px DCGAN of `configs/digits.py` made conditional reaches 96.9% in the same 1,500
 iterations (`configs/digits_conditional_dcgan.py`); this small MLP at 8 px is far faster.
 """
 

@@ -1,8 +1,11 @@
 """WGAN-GP DCGAN on your own folder of 64x64 RGBA sprites (alpha kept as a 4th channel).
 
-Point it at the folder: `--config.dataset=folder:/path/to/sprites`. PNG/JPEG files (class
-subfolders allowed, ignored) are converted once into an array_record dataset under the data dir;
-grey/RGB files get an opaque alpha channel.
+Run: `python -m wgan_jax.main --config configs/folder_rgba64.py --workdir runs/sprites
+--config.dataset=folder:/path/to/sprites`
+Reaches: unmeasured (it depends on your data); it is the recipe for a folder of images.
+
+PNG/JPEG files (class subfolders allowed, ignored) are converted once into an array_record
+dataset under the data dir; grey/RGB files get an opaque alpha channel.
 """
 
 from wgan_jax.config import get_config_schema

@@ -1,6 +1,10 @@
 """WGAN-GP DCGAN on MNIST (the reference `gan_mnist.py` settings: DIM 64, lambda 10, n_critic 5,
 Adam 1e-4 (0.5, 0.9)), 28 px resized to 32.
 
+Run: `python -m wgan_jax.main --config configs/mnist.py --workdir runs/mnist --config.data_dir=DIR`
+Reaches: unmeasured (MNIST is not on our machines); it is the reference setting.
+`tests/test_eval_features.py` checks it refuses evaluation on features it cannot have.
+
 Needs MNIST prepared offline as array_record in the data dir:
 `tfds build mnist --data_dir=DIR --file_format=array_record`, then `--config.data_dir=DIR`.
 """

@@ -1,4 +1,11 @@
-"""The data of `dcgan_collapse.py` (64x64 RGBA digit sprites) with WGAN-GP: stays healthy."""
+"""The data of `dcgan_collapse.py` (64x64 RGBA digit sprites) with WGAN-GP: stays healthy.
+
+Run: `python -m wgan_jax.main --config configs/rgba64_wgangp.py --workdir runs/rgba64`
+Reaches: diagnosed healthy; on a 500-sprite subset FID 36.6 against held-out sprites at 300
+iterations and 5.55 at 1,000 (coverage 0.63), against 101.7 for the collapse
+(`benchmarks/remedies.py`; benchmarks/README.md, "The collapsing RGBA DCGAN, remedy by
+remedy"). `configs/bench_dcgan64.py` times its step.
+"""
 
 from wgan_jax.config import get_config_schema
 

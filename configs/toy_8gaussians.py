@@ -1,5 +1,11 @@
 """WGAN-GP on the reference code's 8 Gaussians (gan_toy.py settings: 3 ReLU layers of 512, z of 2,
-lambda 0.1, n_critic 5, batch 256, Adam 1e-4 (0.5, 0.9)), evaluated every 1000 iterations."""
+lambda 0.1, n_critic 5, batch 256, Adam 1e-4 (0.5, 0.9)), evaluated every 1000 iterations.
+
+Run: `python -m wgan_jax.main --config configs/toy_8gaussians.py --workdir runs/8g`
+Reaches: unmeasured (no benchmark table records this config); it is the reference setting
+to compare against gan_toy.py. `benchmarks/gpu_table.py crosscheck` resumes its checkpoints
+across platforms (`tests/test_benchmark_gpu_table.py`).
+"""
 
 from wgan_jax.config import get_config_schema
 

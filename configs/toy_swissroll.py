@@ -1,5 +1,10 @@
 """WGAN-GP on the reference code's Swiss roll (gan_toy.py settings: 3 ReLU layers of 512, z of 2,
-lambda 0.1, n_critic 5, batch 256, Adam 1e-4 (0.5, 0.9)), evaluated every 1000 iterations."""
+lambda 0.1, n_critic 5, batch 256, Adam 1e-4 (0.5, 0.9)), evaluated every 1000 iterations.
+
+Run: `python -m wgan_jax.main --config configs/toy_swissroll.py --workdir runs/swissroll`
+Reaches: unmeasured (no benchmark table records this config); it is the reference setting
+to compare against gan_toy.py, evaluated by the exact W1 (`eval/w1`).
+"""
 
 from wgan_jax.config import get_config_schema
 

@@ -1,9 +1,14 @@
 """CIFAR-10 on a TPU pod slice: the paper's ResNet WGAN-GP with a large global batch in bf16.
 
+Run: `scripts/tpu/launch.sh --workdir gs://BUCKET/runs/cifar10 -- --config.data_dir=DIR`
+(it runs `python -m wgan_jax.main --config configs/tpu_cifar10.py --workdir gs://...` on every
+worker;
+docs/tpu-pods.md). Reaches: unmeasured (never run on a TPU); `tests/test_eval_features.py`
+checks it is a valid config that needs Inception weights to evaluate.
+
 The global batch is split over every chip of the slice (it must divide by the chip count);
 parameters, optimizer state, losses and penalty norms stay float32. Prepare CIFAR-10 once as
-array_record in a bucket or local dir and pass `--config.data_dir=...`; scripts/tpu/launch.sh
-runs this on every worker.
+array_record in a bucket or local dir and pass `--config.data_dir=...`.
 """
 
 

@@ -161,11 +161,11 @@ EXAMPLE = os.path.join("examples", "collapse_run")
 
 def test_readme_transcript_is_the_tools_output_on_the_shipped_example(capsys):
     # examples/collapse_run holds the logs (config.json, metrics.jsonl, events.jsonl) of
-    # `python -m wgan_jax.main --config=configs/dcgan_collapse.py`; the README shows diagnose's
-    # report of it. After a change to the report, paste the output of
-    # `python -m wgan_jax.diagnose --workdir examples/collapse_run` into the README.
+    # `python -m wgan_jax.main --config=configs/dcgan_collapse.py`; docs/diagnostics.md shows
+    # diagnose's report of it. After a change to the report, paste the output of
+    # `python -m wgan_jax.diagnose --workdir examples/collapse_run` into docs/diagnostics.md.
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(repo, "README.md")) as f:
+    with open(os.path.join(repo, "docs", "diagnostics.md")) as f:
         readme = f.read()
     command = f"$ python -m wgan_jax.diagnose --workdir {EXAMPLE}\n"
     assert command in readme
