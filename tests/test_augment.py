@@ -134,6 +134,7 @@ def test_instance_noise_anneals_linearly_to_exactly_zero():
     assert float(traced(jnp.int32(total - 1))) == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides, words", [
     (["--config.augment=color,blur"], ["config.augment", "'blur'"]),
     (["--config.model.critic_norm=spectral", "--config.penalty=clip"],

@@ -136,6 +136,7 @@ def test_lower_is_better():
     assert not ckpt.lower_is_better("eval/recall")
 
 
+@pytest.mark.slow
 def test_workdir_lock_refuses_second_trainer(tmp_path):
     workdir = str(tmp_path / "run")
     lock = ckpt.WorkdirLock(workdir)

@@ -174,6 +174,7 @@ def events(workdir: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
     config = make_config()
     reference = str(tmp_path / "reference")
@@ -192,6 +193,7 @@ def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
     assert_bitwise_equal(ref_state, state)
 
 
+@pytest.mark.slow
 def test_sigterm_saves_exits_zero_and_resumes(tmp_path):
     workdir = str(tmp_path / "run")
     flags = [f"--config.{k}={v}" for k, v in {**TINY, "num_iterations": 100000,
@@ -239,6 +241,7 @@ def test_sigterm_saves_exits_zero_and_resumes(tmp_path):
         runs.load_run(workdir, "best")
 
 
+@pytest.mark.slow
 def test_elastic_restore_between_1_and_8_devices(tmp_path):
     workdir = str(tmp_path / "run")
     assert train.train_and_evaluate(make_config(num_iterations=4), workdir)["step"] == 4
@@ -285,6 +288,7 @@ def _poison(monkeypatch, **kwargs):
                         lambda c, mesh: _Poisoned(create(c, mesh), **kwargs))
 
 
+@pytest.mark.slow
 def test_nan_updates_are_skipped_then_rolled_back(tmp_path, monkeypatch):
     # Iteration 7 (position 6): 2 critic updates skipped, below the limit of 3: no rollback.
     # Iteration 8: 4 consecutive -> roll back to checkpoint 4 with halved learning rates.
@@ -311,6 +315,7 @@ def test_nan_updates_are_skipped_then_rolled_back(tmp_path, monkeypatch):
     reader.close()
 
 
+@pytest.mark.slow
 def test_divergence_gives_up_after_max_rollbacks(tmp_path, monkeypatch):
     _poison(monkeypatch, forever=2)
     config = make_config(num_iterations=10, log_every=1, checkpoint_every=2,
