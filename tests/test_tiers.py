@@ -3,7 +3,8 @@ the `slow` marker (`python -m pytest -q -m "not slow"` leaves it out; the README
 `python -m pytest -q` runs everything).
 
 Found by reading each test module: a test is heavy when its body, a function of its module it
-calls, or a fixture it takes (its module's or conftest's) names one of `HEAVY`.
+calls, a fixture it takes (its module's or conftest's) or a helper it imports from another test
+module names one of `HEAVY`.
 """
 
 from __future__ import annotations
@@ -27,16 +28,24 @@ def _names(node: ast.AST) -> set[str]:
             for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)}
 
 
-def _heavy_names(functions: dict[str, ast.FunctionDef]) -> set[str]:
-    """The functions among `functions` that reach a `HEAVY` name through calls or fixtures."""
+def _heavy_names(functions: dict[str, ast.FunctionDef], seeds: frozenset = frozenset()) -> set[str]:
+    """The functions among `functions` that reach a `HEAVY` name (or one of `seeds`, heavy
+    functions imported from other test modules) through calls or fixtures."""
     uses = {name: _names(node) | {a.arg for a in node.args.args}
             for name, node in functions.items()}
-    heavy = {name for name, names in uses.items() if names & HEAVY}
+    heavy = {name for name, names in uses.items() if names & (HEAVY | seeds)}
     while True:
         more = {name for name, names in uses.items() if names & heavy} - heavy
         if not more:
             return heavy
         heavy |= more
+
+
+def _imports_from_tests(tree: ast.Module) -> set[tuple[str, str]]:
+    """(module, name) of every `from test_x import name` (at any depth) of a test module."""
+    return {(n.module, a.name) for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith(("test_", "own_"))
+            for a in n.names}
 
 
 def _marked_slow(node: ast.AST) -> bool:
@@ -50,20 +59,25 @@ def _module_slow(tree: ast.Module) -> bool:
 
 
 def test_every_subprocess_or_whole_run_test_is_marked_slow():
-    with open(os.path.join(TESTS, "conftest.py")) as f:
-        shared = _functions(ast.parse(f.read()))
-    unmarked = []
-    for name in sorted(os.listdir(TESTS)):
-        if not (name.startswith("test_") and name.endswith(".py")):
-            continue
+    def parse(name: str) -> ast.Module:
         with open(os.path.join(TESTS, name)) as f:
-            tree = ast.parse(f.read())
-        if _module_slow(tree):
-            continue
-        functions = _functions(tree)
-        heavy = _heavy_names({**shared, **functions})
-        unmarked += [f"{name}::{test}" for test, node in functions.items()
-                     if test.startswith("test_") and test in heavy and not _marked_slow(node)]
+            return ast.parse(f.read())
+
+    shared = _functions(parse("conftest.py"))
+    modules = {name.removesuffix(".py"): parse(name) for name in sorted(os.listdir(TESTS))
+               if name.startswith(("test_", "own_")) and name.endswith(".py")}
+    heavy = {name: set() for name in modules}
+    while True:  # heavy helpers imported from other test modules, to a fixed point
+        before = sum(map(len, heavy.values()))
+        for name, tree in modules.items():
+            seeds = frozenset(imported for module, imported in _imports_from_tests(tree)
+                              if imported in heavy.get(module, ()))
+            heavy[name] = _heavy_names({**shared, **_functions(tree)}, seeds)
+        if sum(map(len, heavy.values())) == before:
+            break
+    unmarked = [f"{name}.py::{test}" for name, tree in modules.items() if not _module_slow(tree)
+                for test, node in _functions(tree).items()
+                if test.startswith("test_") and test in heavy[name] and not _marked_slow(node)]
     assert not unmarked, "add @pytest.mark.slow to: " + ", ".join(unmarked)
 
 
