@@ -106,6 +106,7 @@ def _config(**overrides):
     return c
 
 
+@pytest.mark.slow
 def test_penalty_and_loss_see_the_augmented_noisy_real_batch():
     """A penalty that reports the mean of the real batch it is given: it equals the mean of
     augment(real) + sigma * noise computed independently from `draw_critic_inputs`' numbers,

@@ -72,6 +72,7 @@ def test_first_iteration_equal_on_one_and_eight_devices(case, first_iterations):
         np.testing.assert_allclose(one[key], eight[key], rtol=1e-4, atol=1e-6, err_msg=key)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_scores_and_samples_depend_on_the_label(case):
     from wgan_jax.train import build_gan
@@ -118,6 +119,7 @@ def test_scores_and_samples_depend_on_the_label(case):
     assert label_effect(equal_rows) > 1e-4
 
 
+@pytest.mark.slow
 def test_fake_labels_follow_the_class_frequencies():
     from wgan_jax.step import StepConfig, draw_labels
 

@@ -57,6 +57,7 @@ def _derivatives(module, params, x):
     return jax.jit(everything)(params, x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [DownConv, UpConv])
 @pytest.mark.parametrize("size,cin,cout", CASES)
 def test_fast_impls_match_xla(cls, size, cin, cout):
@@ -66,6 +67,7 @@ def test_fast_impls_match_xla(cls, size, cin, cout):
         _close(_derivatives(cls(cout, impl=impl), params, x), expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row_pairs", [True, False])
 @pytest.mark.parametrize("size,cin,cout", [(4, 2, 3), (17, 3, 5)])
 def test_down_matmul_both_patch_forms_match_xla(row_pairs, size, cin, cout):
@@ -224,6 +226,7 @@ def test_down_row_pairs_weight_gradient_is_a_row_major_product():
     assert "lhs_contracting_dims={0}" not in hlo
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k,size,cin,cout", [(3, 5, 3, 4), (3, 8, 4, 2), (1, 6, 3, 5)])
 def test_same_conv_impls_match_nn_conv(k, size, cin, cout):
     """`SameConv` (the ResNet's layers) is ``nn.Conv(padding="SAME")`` with the same
@@ -243,6 +246,7 @@ def test_same_conv_impls_match_nn_conv(k, size, cin, cout):
         layers.same_conv(x, jnp.zeros((2, 2, cin, cout)))
 
 
+@pytest.mark.slow
 def test_resnet_step_keeps_every_convolution_in_forward_layout():
     """In a compiled ResNet train step (penalty double backward inside `shard_map`), XLA's own
     derivatives bring weight-gradient (`f01b_i01o->...`) and transposed-kernel (`..._01oi->`)

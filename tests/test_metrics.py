@@ -166,6 +166,7 @@ def test_prdc_identical_and_disjoint_sets():
     assert far == {"precision": 0.0, "recall": 0.0, "density": 0.0, "coverage": 0.0}
 
 
+@pytest.mark.slow
 def test_prdc_two_10k_gaussian_samples():
     rng = np.random.default_rng(0)
     real, fake = rng.standard_normal((10_000, 64)), rng.standard_normal((10_000, 64))

@@ -73,6 +73,7 @@ CRITICS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(CRITICS))
 def test_power_iteration_converges_to_the_largest_singular_value(kind):
     """Training passes with fixed weights: the stored sigma of every kernel reaches numpy's
