@@ -15,7 +15,7 @@ from wgan_jax.metrics.digits_classifier import (
     to_8x8,
     train_test_split_indices,
 )
-from wgan_jax.metrics.inception import bilinear_matrix
+from wgan_jax.metrics.inception import InceptionExtractor, bilinear_matrix
 
 
 # ---------------------------------------------------------------------------- FID
@@ -78,6 +78,22 @@ def test_fid_retries_with_eps_and_rejects_large_imaginary_part():
     almost = np.diag([1.0, -1e-8])
     value = metrics.fid_from_stats(np.zeros(2), almost, np.zeros(2), np.eye(2))
     assert value == pytest.approx(1.0 - 1e-8, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------- Inception batching
+def test_extractor_pads_batches_and_repeats_gray_channels():
+    seen = []
+
+    def fake_network(variables, images):
+        seen.append(images.shape)
+        pool = images.reshape(len(images), -1)[:, :2048]
+        return {"pool": pool, "logits": pool[:, :1008]}
+
+    extractor = InceptionExtractor({}, batch_size=4, network=fake_network)
+    gray = np.random.default_rng(0).uniform(-1, 1, (10, 32, 32, 1)).astype(np.float32)
+    feats = extractor.features(gray)
+    assert seen == [(4, 32, 32, 3)] * 3 and feats.shape == (10, 2048)
+    np.testing.assert_array_equal(feats, np.repeat(gray, 3, axis=-1).reshape(10, -1)[:, :2048])
 
 
 # ---------------------------------------------------------------------------- KID
