@@ -1,10 +1,10 @@
 """Precision/recall (Kynkaanniemi et al. 2019) and density/coverage (Naeem et al. 2020).
 
 All pairwise distances are computed in float64 row chunks, so 10k x 10k sets need only a
-bounded amount of memory (about ``chunk_elements`` doubles per chunk, `CHUNK_ELEMENTS` by
-default: 32 MiB). Ball membership uses
-``<=`` throughout (a point on a ball's boundary is inside); for continuous data this matches the
-reference implementations, which differ only on that measure-zero boundary. ``compute_prdc``
+bounded amount of memory (about ``chunk_elements`` doubles per chunk, `CHUNK_ELEMENTS` = 32 MiB
+by default). Ball membership uses ``<=`` throughout (a point on a ball's boundary is inside);
+for continuous data this matches the reference implementations, which differ only on that
+measure-zero boundary. ``compute_prdc``
 computes all four numbers with one real-real, one fake-fake and one real-fake pass.
 """
 
