@@ -65,6 +65,7 @@ def test_translation_and_cutout_match_the_reference_definitions():
     assert augment._shift_limit(8) == 1 and augment._cutout_size(8) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["translation", "color", ALL])
 def test_gradient_matches_finite_differences(policy):
     x = images(4)
@@ -81,6 +82,7 @@ def test_gradient_matches_finite_differences(policy):
     assert float(jnp.vdot(grad, direction)) == pytest.approx(float(numeric), rel=2e-3)
 
 
+@pytest.mark.slow
 def test_generator_gets_gradients_through_the_augmentation():
     gen = MLPGenerator(int(np.prod(SHAPE)), 16, 1, out_shape=SHAPE)
     critic = MLPCritic(16, 1)
@@ -134,6 +136,7 @@ def test_instance_noise_anneals_linearly_to_exactly_zero():
     assert float(traced(jnp.int32(total - 1))) == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides, words", [
     (["--config.augment=color,blur"], ["config.augment", "'blur'"]),
     (["--config.model.critic_norm=spectral", "--config.penalty=clip"],

@@ -74,6 +74,7 @@ def first_iteration():
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ACROSS_DEVICES)
 def test_one_and_eight_devices_see_the_same_augmentation(case, first_iteration):
     """The augmentations and the noise are drawn for the global batch before the split: a
@@ -85,6 +86,7 @@ def test_one_and_eight_devices_see_the_same_augmentation(case, first_iteration):
         assert one[key] == pytest.approx(eight[key], rel=1e-5), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["augment_noise", "augment", "noise"])
 def test_augmentation_and_noise_change_the_step(case, first_iteration):
     """Same seed, same data: each of augment and instance noise changes every loss and both
@@ -104,6 +106,7 @@ def _config(**overrides):
     return c
 
 
+@pytest.mark.slow
 def test_penalty_and_loss_see_the_augmented_noisy_real_batch():
     """A penalty that reports the mean of the real batch it is given: it equals the mean of
     augment(real) + sigma * noise computed independently from `draw_critic_inputs`' numbers,
@@ -132,6 +135,7 @@ def test_penalty_and_loss_see_the_augmented_noisy_real_batch():
     assert abs(float(metrics["gradient_penalty"]) - float(np.mean(real))) > 1e-3
 
 
+@pytest.mark.slow
 def test_short_run_with_augment_logs_annealed_sigma_and_finite_losses(tmp_path, monkeypatch):
     """train_and_evaluate with augment and instance noise: finite losses; the logged sigma is
     `instance_noise` at the first iteration, falls linearly, and is exactly 0 at the last."""

@@ -13,6 +13,8 @@ import os
 import pytest
 from conftest import run_module
 
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
+
 # (override, words the error line must contain); valid for the digits config and the default.
 MAIN_CASES = [
     ("--config.no_such_key=1", ["config.no_such_key", "no such config key"]),

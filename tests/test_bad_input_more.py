@@ -190,6 +190,7 @@ def _recording_generator(monkeypatch) -> list[int]:
     return sizes
 
 
+@pytest.mark.slow
 def test_write_samples_streams_blocks_and_equals_one_shot_generation(tmp_path, monkeypatch):
     run = _toy_run()
     sizes = _recording_generator(monkeypatch)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 from conftest import load_repo_file
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -12,6 +13,8 @@ from wgan_jax.config import data_shape, get_config_schema
 from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
 from wgan_jax.train import build_gan, replicate
+
+pytestmark = pytest.mark.slow  # every test here compiles train steps: over 2 s each
 
 
 def _bench_module():

@@ -113,6 +113,7 @@ def test_crosscheck_on_one_cpu_finds_every_difference_zero(tmp_path):
     assert out.stdout.count("| yes |") == 4
 
 
+@pytest.mark.slow
 def test_gpu_plan_script_refuses_an_unknown_step(tmp_path):
     plan = os.path.join(REPO, "benchmarks", "gpu_plan.sh")
     out = subprocess.run(["bash", plan, "9"], capture_output=True, text=True, timeout=300,

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
@@ -35,6 +37,7 @@ def _check_overrides(rows: list[dict]) -> None:
             assert config_value(written, key) == value, (row["row"], key)
 
 
+@pytest.mark.slow
 def test_remedies_table_rows_and_overrides(tmp_path):
     rows_file = tmp_path / "rows.jsonl"
     out = _run("remedies.py", "--only", "combined", "--image_size", "8",
@@ -58,6 +61,7 @@ def test_remedies_table_rows_and_overrides(tmp_path):
     assert _table(again) == table
 
 
+@pytest.mark.slow
 def test_small_data_table_rows_and_overrides(tmp_path):
     rows_file = tmp_path / "rows.jsonl"
     out = _run("small_data.py", "--sizes", "50", "--diffaugment", "yes", "--image_size", "8",

@@ -10,7 +10,10 @@ import os
 import shutil
 import subprocess
 
+import pytest
 from conftest import REPO
+
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
 
 
 def test_ci_fails_when_the_install_fails_and_uses_a_fresh_venv(tmp_path):

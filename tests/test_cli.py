@@ -7,6 +7,8 @@ import os
 import pytest
 from conftest import run_module
 
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
+
 TOY = "configs/toy_25gaussians.py"
 
 

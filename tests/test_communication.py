@@ -7,6 +7,8 @@ import json
 import pytest
 from conftest import run_json
 
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
+
 CODE = r"""
 import json, sys
 import jax, numpy as np

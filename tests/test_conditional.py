@@ -63,6 +63,7 @@ def first_iterations():
     return {devices: run_json(RUN, json.dumps(CASES), devices=devices) for devices in (1, 8)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_first_iteration_equal_on_one_and_eight_devices(case, first_iterations):
     one, eight = first_iterations[1][case], first_iterations[8][case]
@@ -71,6 +72,7 @@ def test_first_iteration_equal_on_one_and_eight_devices(case, first_iterations):
         np.testing.assert_allclose(one[key], eight[key], rtol=1e-4, atol=1e-6, err_msg=key)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_scores_and_samples_depend_on_the_label(case):
     from wgan_jax.train import build_gan
@@ -117,6 +119,7 @@ def test_scores_and_samples_depend_on_the_label(case):
     assert label_effect(equal_rows) > 1e-4
 
 
+@pytest.mark.slow
 def test_fake_labels_follow_the_class_frequencies():
     from wgan_jax.step import StepConfig, draw_labels
 
@@ -189,6 +192,7 @@ def trained_run(tmp_path_factory):
     return workdir
 
 
+@pytest.mark.slow
 def test_sample_labels_are_classified_as_asked(trained_run, tmp_path):
     from conftest import run_module
 
@@ -215,6 +219,7 @@ def test_sample_labels_are_classified_as_asked(trained_run, tmp_path):
     assert width > 2 * height  # 5 columns of samples, 2 rows (one class each)
 
 
+@pytest.mark.slow
 def test_asking_for_a_class_the_run_does_not_have_is_refused(trained_run):
     from wgan_jax import runs
     from wgan_jax.errors import UserError

@@ -136,6 +136,7 @@ def test_label_keys_on_the_wrong_dataset_are_refused(overrides, key):
         _config(overrides)
 
 
+@pytest.mark.slow
 def test_conditional_runs_on_stacked_digits_and_folders(classes_folder, tmp_path):
     assert train_two_iterations({"dataset": "stacked_digits", "num_channels": 3},
                                 str(tmp_path / "stacked")) == (1000, (1000, 8))

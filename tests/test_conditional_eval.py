@@ -185,6 +185,7 @@ def test_ranking_directions():
     assert ranking.is_better("eval/label_accuracy", 0.97, 0.9)
 
 
+@pytest.mark.slow
 def test_cli_run_writes_the_class_metrics(tmp_path, data_dir):
     workdir = tmp_path / "run"
     result = run_module([  # the benchmark's config, shrunk

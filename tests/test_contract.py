@@ -126,6 +126,7 @@ def _step_once(c, cfg, gan=None, real=None, mesh=None):
     return gan, state, real, new_state, {k: float(v) for k, v in metrics.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gp", "lp", "r1", "dragan"])
 def test_step_penalty_equals_the_public_function(name):
     c = _config(penalty=name, penalty_target=0.01, dragan_scale=0.7)
@@ -171,6 +172,7 @@ def test_a_user_penalty_callable_is_used_with_the_same_signature():
     assert "input_grad_norm/interp_mean" not in metrics  # the callable returned no norms
 
 
+@pytest.mark.slow
 def test_step_config_and_mesh_axis_are_checked_and_any_axis_name_works():
     with pytest.raises(ConfigError, match="StepConfig.penalty='gradient'"):
         StepConfig(penalty="gradient")

@@ -61,6 +61,7 @@ def test_stacked_digits_pipeline_with_labels():
     assert it.reference_labels(20, 0).shape == (20, 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["mlp", "dcgan"])
 def test_8px_stacked_digits_models(kind):
     """8 px is the digits' native size; the MLP pair maps z to images in [-1, 1] there too."""

@@ -181,6 +181,7 @@ def test_data_label_refusals_name_the_key(written, label, words):
             assert word in message, message
 
 
+@pytest.mark.slow
 def test_conditional_run_on_a_tfds_dataset(written, tmp_path):
     from test_conditional_data import train_two_iterations
 

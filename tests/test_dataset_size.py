@@ -36,6 +36,7 @@ def test_training_examples_are_a_fixed_subset_of_size_n():
     assert len(_seen(_config(), 6)) > 100  # without it: the whole data set
 
 
+@pytest.mark.slow
 def test_more_than_the_data_is_one_line_and_writes_nothing(tmp_path):
     workdir = str(tmp_path / "run")
     with pytest.raises(DataError, match=r"^config\.dataset_size: 5000 is more than the 1797 ") \

@@ -121,6 +121,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, case):
     assert captured.err.startswith("error: ") and captured.err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_command_line(tmp_path):
     workdir = _workdir(tmp_path, _rows(), {"loss": "wasserstein", "penalty": "gp"})
     env = dict(os.environ)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import run_module
+
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
 
 
 def test_collapse_config_is_flagged_and_healthy_toy_run_passes(tmp_path):

@@ -159,6 +159,7 @@ print(json.dumps([float(v) for v in out]))
 """
 
 
+@pytest.mark.slow
 def test_inside_shard_map_on_four_devices():
     from conftest import run_python
 

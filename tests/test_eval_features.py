@@ -113,6 +113,7 @@ def test_tpu_cifar10_config_is_valid_and_needs_weights_to_evaluate():
         validate_config(config, 8)
 
 
+@pytest.mark.slow
 def test_cli_refuses_auto_on_mnist_in_one_line_and_writes_nothing(tmp_path):
     workdir = tmp_path / "run"
     result = run_module(["wgan_jax.main", "--config=configs/mnist.py", f"--workdir={workdir}",
@@ -178,6 +179,7 @@ def test_rgba_digits_are_judged_by_their_alpha_channel(halves, data_dir):
     assert ev(no_ink)["eval/fid_digits"] > 20 * ev(held_out)["eval/fid_digits"]
 
 
+@pytest.mark.slow
 def test_rgba_digits_training_evaluates_with_named_features(tmp_path, data_dir, caplog):
     from wgan_jax.train import train_and_evaluate
 

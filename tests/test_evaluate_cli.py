@@ -7,6 +7,8 @@ import json
 import pytest
 from conftest import run_module
 
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> str:

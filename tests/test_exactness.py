@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from conftest import run_json
 
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
+
 RUN = r"""
 import json, sys
 import jax, numpy as np

@@ -80,6 +80,7 @@ def assert_ends_like(reference, workdir: str) -> None:
     assert_bitwise_equal(ref_state, state)
 
 
+@pytest.mark.slow
 def test_disk_full_during_save_is_one_line_and_a_rerun_resumes(tmp_path, reference):
     workdir = str(tmp_path / "run")
     result = faulty(workdir, {"enospc_at": 10})
@@ -95,6 +96,7 @@ def test_disk_full_during_save_is_one_line_and_a_rerun_resumes(tmp_path, referen
     assert_ends_like(reference, workdir)
 
 
+@pytest.mark.slow
 def test_sigkill_during_async_save_resumes_from_the_previous_checkpoint(tmp_path, reference):
     workdir = str(tmp_path / "run")
     result = faulty(workdir, {"kill_in_save": 10})
@@ -108,6 +110,7 @@ def test_sigkill_during_async_save_resumes_from_the_previous_checkpoint(tmp_path
     assert_ends_like(reference, workdir)
 
 
+@pytest.mark.slow
 def test_corrupt_array_data_falls_back_to_the_previous_checkpoint(tmp_path, reference):
     workdir = str(tmp_path / "run")
     shutil.copytree(reference[0], workdir)
@@ -133,6 +136,7 @@ def test_corrupt_array_data_falls_back_to_the_previous_checkpoint(tmp_path, refe
     assert_ends_like(reference, workdir)  # iteration 16 recomputed from 15: the same bits
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_then_resume_is_bitwise_identical(tmp_path, reference):
     positions = sorted(random.Random(17).sample(range(1, 16), 3))
     assert any(p % 2 for p in positions)  # not only right after a save
@@ -151,6 +155,7 @@ def test_sigkill_at_random_points_then_resume_is_bitwise_identical(tmp_path, ref
     assert_ends_like(reference, workdir)
 
 
+@pytest.mark.slow
 def test_nonfinite_final_state_exits_nonzero_naming_the_last_good_checkpoint(
     tmp_path, monkeypatch
 ):
@@ -211,6 +216,7 @@ def test_changed_batch_continues_at_the_same_example():
         it.close()
 
 
+@pytest.mark.slow
 def test_changed_batch_of_a_toy_run_is_refused_before_anything_is_written(tmp_path):
     workdir = str(tmp_path / "run")
     small = {"num_iterations": 4, "checkpoint_every": 0}
@@ -228,6 +234,7 @@ def test_changed_batch_of_a_toy_run_is_refused_before_anything_is_written(tmp_pa
         assert f.read() == written
 
 
+@pytest.mark.slow
 def test_two_processes_sigterm_stop_at_one_step_then_restart_is_identical(tmp_path):
     flags = [f"--config={CONFIG}", "--config.num_iterations=100000", "--config.log_every=1",
              *[f"--config.{k}={v}" for k, v in TINY.items()
@@ -286,6 +293,7 @@ def test_two_processes_sigterm_stop_at_one_step_then_restart_is_identical(tmp_pa
     assert_bitwise_equal(uninterrupted, restarted)
 
 
+@pytest.mark.slow
 def test_elastic_restore_8_4_1_devices_first_iterations_equal(tmp_path):
     """8 -> 4 -> 1 devices through the CLI; the first iteration after each restore is compared
     with the same checkpoint restored on another device count (1, resp. 8).
@@ -332,6 +340,7 @@ def test_elastic_restore_8_4_1_devices_first_iterations_equal(tmp_path):
 # ---- issue 24: the data item, a real full disk, an unwritable checkpoint directory -------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", ["position_changed", "position_missing", "not_json"])
 def test_edited_or_broken_data_item_falls_back_to_the_previous_checkpoint(
     tmp_path, reference, edit

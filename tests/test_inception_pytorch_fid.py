@@ -39,6 +39,7 @@ def test_fixture_is_pytorch_fids_state_dict(fixture):
     assert fixture["pool"].shape == (3, inception.FEATURE_DIM)
 
 
+@pytest.mark.slow
 def test_flax_port_matches_pytorch_fid_features(fixture):
     shapes = [tuple(int(s) for s in row if s >= 0) for row in fixture["shapes"]]
     weights = _maker().random_weights(list(fixture["names"]), shapes, int(fixture["seed"]))

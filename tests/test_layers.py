@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -55,6 +57,7 @@ def _derivatives(module, params, x):
     return jax.jit(everything)(params, x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [DownConv, UpConv])
 @pytest.mark.parametrize("size,cin,cout", CASES)
 def test_fast_impls_match_xla(cls, size, cin, cout):
@@ -64,16 +67,30 @@ def test_fast_impls_match_xla(cls, size, cin, cout):
         _close(_derivatives(cls(cout, impl=impl), params, x), expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row_pairs", [True, False])
 @pytest.mark.parametrize("size,cin,cout", [(4, 2, 3), (17, 3, 5)])
-def test_down_matmul_both_patch_forms_match_xla(monkeypatch, row_pairs, size, cin, cout):
+def test_down_matmul_both_patch_forms_match_xla(row_pairs, size, cin, cout):
     """`DownConv`'s matmul impl with row-pair patches and with full patches, at even and odd
     sizes, against the strided convolution: values, gradients, the double backward."""
-    monkeypatch.setattr(layers, "_ROW_PAIR_MIN_ROWS", 1 if row_pairs else 10**9)
-    monkeypatch.setattr(layers, "_ROW_PAIR_MIN_PATCH_ELEMENTS", 0)
     x, params = _setup(DownConv, size, cin, cout)
+    layer = DownConv(cout, impl="matmul", row_pairs=row_pairs)
+    # The form asked for is the one computed: one product F wide (full patches) or 2F wide
+    # (row pairs, one row of blocks more).
+    jaxpr = str(jax.make_jaxpr(layer.apply)(params, x))
+    (shape,) = re.findall(r"f32\[([\d,]+)\] = dot_general", jaxpr)
+    ho, wo = size // 2, (size + 2) // 2
+    assert shape == (f"2,{ho + 1},{wo},{2 * cout}" if row_pairs else f"2,{ho},{wo},{cout}")
     expected = _derivatives(DownConv(cout, impl="xla"), params, x)
-    _close(_derivatives(DownConv(cout, impl="matmul"), params, x), expected)
+    _close(_derivatives(layer, params, x), expected)
+
+
+def test_down_row_pairs_by_default_only_for_large_patch_matrices():
+    """The size rule behind `row_pairs=None`: row pairs from 8 output rows and 2**21 patch
+    elements (the 64 px RGBA DCGAN's first layers), full patches below (DCGAN-32's)."""
+    assert layers.uses_row_pairs(64, 32, 32, 4)  # 64 px RGBA input, batch 64: 4.2M elements
+    assert not layers.uses_row_pairs(64, 16, 16, 3)  # 32 px RGB, batch 64: 0.8M elements
+    assert not layers.uses_row_pairs(10**6, 4, 4, 64)  # too few rows however large
 
 
 @pytest.mark.parametrize("size,cin,cout", [(4, 1, 3), (7, 3, 8)])
@@ -199,17 +216,17 @@ def test_matmul_impl_weight_gradient_is_a_row_major_product(cls):
 
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA:CPU code generation")
-def test_down_row_pairs_weight_gradient_is_a_row_major_product(monkeypatch):
+def test_down_row_pairs_weight_gradient_is_a_row_major_product():
     """The row-pair form of `DownConv` keeps the matmul impl's row-major weight gradient."""
-    monkeypatch.setattr(layers, "_ROW_PAIR_MIN_ROWS", 1)
-    monkeypatch.setattr(layers, "_ROW_PAIR_MIN_PATCH_ELEMENTS", 0)
     x, params = _setup(DownConv, 16, 16, 32)
-    grad = jax.jit(jax.grad(lambda p, x: jnp.sum(DownConv(32, impl="matmul").apply(p, x) ** 2)))
+    layer = DownConv(32, impl="matmul", row_pairs=True)
+    grad = jax.jit(jax.grad(lambda p, x: jnp.sum(layer.apply(p, x) ** 2)))
     hlo = grad.lower(params, x).compile().as_text()
     assert " dot(" in hlo or "__ynn_fusion" in hlo
     assert "lhs_contracting_dims={0}" not in hlo
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k,size,cin,cout", [(3, 5, 3, 4), (3, 8, 4, 2), (1, 6, 3, 5)])
 def test_same_conv_impls_match_nn_conv(k, size, cin, cout):
     """`SameConv` (the ResNet's layers) is ``nn.Conv(padding="SAME")`` with the same
@@ -229,6 +246,7 @@ def test_same_conv_impls_match_nn_conv(k, size, cin, cout):
         layers.same_conv(x, jnp.zeros((2, 2, cin, cout)))
 
 
+@pytest.mark.slow
 def test_resnet_step_keeps_every_convolution_in_forward_layout():
     """In a compiled ResNet train step (penalty double backward inside `shard_map`), XLA's own
     derivatives bring weight-gradient (`f01b_i01o->...`) and transposed-kernel (`..._01oi->`)

@@ -69,6 +69,7 @@ def test_first_iteration_equal_on_one_and_eight_devices(case, first_iterations):
 
 
 
+@pytest.mark.slow
 def test_rpgan_generator_loss_in_the_step_pairs_fakes_with_the_last_real_batch():
     """The step's "rpgan" generator loss, rebuilt by hand: the critic after its updates
     scores the last critic batch's real examples and the generator's fakes from the
@@ -108,6 +109,7 @@ def test_rpgan_generator_loss_in_the_step_pairs_fakes_with_the_last_real_batch()
     assert abs(float(metrics["generator_loss"]) + np.mean(critic(np.asarray(fake)))) > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["r2", "r1r2"])
 def test_step_penalty_is_r1_on_real_plus_r2_on_the_critic_batch_fakes(name):
     """The step's first critic update's penalty, rebuilt from the public pieces: squared

@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 
 from wgan_jax import metrics
-from wgan_jax.metrics import fid as fid_module
-from wgan_jax.metrics import prdc as prdc_module
 from wgan_jax.metrics.digits_classifier import (
     CACHE_NAME,
     DigitClassifier,
@@ -17,7 +15,7 @@ from wgan_jax.metrics.digits_classifier import (
     to_8x8,
     train_test_split_indices,
 )
-from wgan_jax.metrics.inception import bilinear_matrix
+from wgan_jax.metrics.inception import InceptionExtractor, bilinear_matrix
 
 
 # ---------------------------------------------------------------------------- FID
@@ -64,20 +62,38 @@ def test_fid_from_stats_equals_features_and_accepts_scalars():
     assert metrics.fid_from_stats([0.0], [[4.0]], [3.0], [[1.0]]) == pytest.approx(9.0 + 1.0)
 
 
-def test_fid_retries_with_eps_and_rejects_large_imaginary_part(monkeypatch):
-    calls = []
-
-    def fake_sqrtm(a):
-        calls.append(a)
-        if len(calls) == 1:
-            return np.full_like(a, np.nan)
-        return np.eye(len(a)) * (1.0 + 0.5j)
-
-    monkeypatch.setattr(fid_module, "_sqrtm", fake_sqrtm)
+def test_fid_retries_with_eps_and_rejects_large_imaginary_part():
+    # S1 S2 = [[0, 1], [0, 0]] is nilpotent: it has no square root (scipy's is not finite), so
+    # FID retries with eps * I added to both: (1 + eps) [[eps, 1], [0, eps]], whose root has
+    # the trace 2 sqrt(eps (1 + eps)). Without the retry the result would not be finite.
+    nilpotent = np.array([[0.0, 1.0], [0.0, 0.0]])
+    for eps in (1e-6, 1e-2):
+        value = metrics.fid_from_stats(np.zeros(2), nilpotent, np.zeros(2), np.eye(2), eps=eps)
+        assert value == pytest.approx(2.0 - 4.0 * np.sqrt(eps * (1.0 + eps)), rel=1e-9)
+    # sqrtm(-I) = i I: an imaginary diagonal of 1 is an error, not a silent real part ...
     with pytest.raises(ValueError, match="imaginary"):
-        metrics.fid_from_stats(np.zeros(2), np.eye(2), np.zeros(2), np.eye(2))
-    assert len(calls) == 2
-    np.testing.assert_allclose(calls[1], (1 + 1e-6) ** 2 * np.eye(2))
+        metrics.fid_from_stats(np.zeros(2), -np.eye(2), np.zeros(2), np.eye(2))
+    # ... while one under 1e-3 (round-off of a nearly singular covariance) is dropped:
+    # sqrtm(diag(1, -1e-8)) = diag(1, 1e-4 i), so FID = Tr(S1) + Tr(S2) - 2 = 1 - 1e-8.
+    almost = np.diag([1.0, -1e-8])
+    value = metrics.fid_from_stats(np.zeros(2), almost, np.zeros(2), np.eye(2))
+    assert value == pytest.approx(1.0 - 1e-8, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------- Inception batching
+def test_extractor_pads_batches_and_repeats_gray_channels():
+    seen = []
+
+    def fake_network(variables, images):
+        seen.append(images.shape)
+        pool = images.reshape(len(images), -1)[:, :2048]
+        return {"pool": pool, "logits": pool[:, :1008]}
+
+    extractor = InceptionExtractor({}, batch_size=4, network=fake_network)
+    gray = np.random.default_rng(0).uniform(-1, 1, (10, 32, 32, 1)).astype(np.float32)
+    feats = extractor.features(gray)
+    assert seen == [(4, 32, 32, 3)] * 3 and feats.shape == (10, 2048)
+    np.testing.assert_array_equal(feats, np.repeat(gray, 3, axis=-1).reshape(10, -1)[:, :2048])
 
 
 # ---------------------------------------------------------------------------- KID
@@ -140,13 +156,14 @@ def _prdc_brute(real, fake, k_pr, k_dc):
     }
 
 
-def test_prdc_matches_brute_force_with_tiny_chunks(monkeypatch):
-    monkeypatch.setattr(prdc_module, "_CHUNK_ELEMENTS", 37)
+def test_prdc_matches_brute_force_with_tiny_chunks():
     rng = np.random.default_rng(0)
     real, fake = rng.standard_normal((60, 4)), rng.standard_normal((45, 4)) * 1.5 + 0.3
-    got = metrics.compute_prdc(real, fake, k_pr=3, k_dc=5)
     want = _prdc_brute(real, fake, 3, 5)
-    assert got == pytest.approx(want, abs=1e-12)
+    # 37 elements: one row per chunk; 1000: several rows per chunk, a short last chunk.
+    for chunk_elements in (37, 1000):
+        got = metrics.compute_prdc(real, fake, k_pr=3, k_dc=5, chunk_elements=chunk_elements)
+        assert got == pytest.approx(want, abs=1e-12)
     assert metrics.precision_recall(real, fake, k=3) == pytest.approx(
         {k: want[k] for k in ("precision", "recall")}
     )
@@ -165,6 +182,7 @@ def test_prdc_identical_and_disjoint_sets():
     assert far == {"precision": 0.0, "recall": 0.0, "density": 0.0, "coverage": 0.0}
 
 
+@pytest.mark.slow
 def test_prdc_two_10k_gaussian_samples():
     rng = np.random.default_rng(0)
     real, fake = rng.standard_normal((10_000, 64)), rng.standard_normal((10_000, 64))

@@ -238,19 +238,3 @@ def test_flax_port_matches_torch_reference(torch_net, tmp_path):
     np.testing.assert_allclose(centred, centred_ref, atol=1e-2 * np.abs(centred_ref).max())
     probs_ref = torch.softmax(logits_ref.double(), dim=1).numpy()
     np.testing.assert_allclose(probs, probs_ref, rtol=1e-3, atol=1e-6)
-
-
-def test_extractor_pads_batches_and_repeats_gray_channels():
-    extractor = inception.InceptionExtractor({}, batch_size=4)
-    seen = []
-
-    def fake_apply(variables, images):
-        seen.append(images.shape)
-        pool = images.reshape(len(images), -1)[:, :2048]
-        return {"pool": pool, "logits": pool[:, :1008]}
-
-    extractor._apply = fake_apply
-    gray = np.random.default_rng(0).uniform(-1, 1, (10, 32, 32, 1)).astype(np.float32)
-    feats = extractor.features(gray)
-    assert seen == [(4, 32, 32, 3)] * 3 and feats.shape == (10, 2048)
-    np.testing.assert_array_equal(feats, np.repeat(gray, 3, axis=-1).reshape(10, -1)[:, :2048])

@@ -17,6 +17,8 @@ import textwrap
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
+
 ITERATIONS = 3
 OVERRIDES = [
     f"--config.num_iterations={ITERATIONS}", "--config.model.width=64",

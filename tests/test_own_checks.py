@@ -103,6 +103,7 @@ def _config(**overrides):
     return c
 
 
+@pytest.mark.slow
 def test_the_trainer_checks_objects_before_writing_anything(tmp_path):
     from wgan_jax.train import train_and_evaluate
 

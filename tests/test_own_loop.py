@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from conftest import REPO, run_json
 
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
+
 RUN = r"""
 import json
 import jax, jax.numpy as jnp, numpy as np, optax

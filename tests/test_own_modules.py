@@ -24,6 +24,7 @@ def _sample(gen: nnx.Module) -> np.ndarray:
     return np.asarray(gen(Z))
 
 
+@pytest.mark.slow
 def test_own_modules_are_callable_after_create_train_state_and_three_steps():
     gen, critic = CaseNNXGenerator(), CaseNNXCritic(norm=False)
     before = _sample(gen)

@@ -20,6 +20,8 @@ from wgan_jax.config import apply_overrides, get_config_schema
 from wgan_jax.errors import ConfigError
 from wgan_jax.train import train_and_evaluate
 
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
+
 TESTS = os.path.dirname(os.path.abspath(__file__))
 TINY = {
     "dataset": "digits", "image_size": 8, "num_channels": 1, "global_batch_size": 16,

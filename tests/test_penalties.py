@@ -60,6 +60,7 @@ def test_constant_critic_gives_target_squared_with_finite_gradient(target):
     assert np.all(np.isfinite(grad))
 
 
+@pytest.mark.slow
 def test_mlp_critic_penalty_gradient_matches_central_differences_float64():
     with jax.enable_x64(True):
         k1, k2, k3, k4 = jax.random.split(jax.random.PRNGKey(3), 4)

@@ -75,6 +75,7 @@ def _toy_metrics(matmul_precision: str) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items()}
 
 
+@pytest.mark.slow
 def test_cpu_computes_float32_exactly_at_every_setting():
     """docs/accelerators.md: on CPU the settings give the same numbers, bit for bit."""
     if jax.default_backend() != "cpu":

@@ -38,6 +38,7 @@ def _sample(workdir: str, *args: str):
     return result
 
 
+@pytest.mark.slow
 def test_truncation_is_deterministic_and_changes_the_samples(trained, tmp_path):
     paths = [str(tmp_path / f"{name}.npy") for name in ("a", "b", "plain")]
     _sample(trained, "--num=6", "--seed=3", "--truncation=0.5", f"--out={paths[0]}")
@@ -49,6 +50,7 @@ def test_truncation_is_deterministic_and_changes_the_samples(trained, tmp_path):
     assert np.max(np.abs(a - plain)) > 1e-3
 
 
+@pytest.mark.slow
 def test_interpolation_gif_has_steps_frames_and_png_a_grid(trained, tmp_path):
     from PIL import Image
 
@@ -67,6 +69,7 @@ def test_interpolation_gif_has_steps_frames_and_png_a_grid(trained, tmp_path):
     assert 2.0 < width / height < 3.0  # 5 columns of steps, 2 rows of interpolations
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, words", [
     (["--truncation=0"], ["--truncation", "> 0"]),
     (["--truncation=-0.5"], ["--truncation", "> 0"]),

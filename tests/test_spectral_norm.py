@@ -73,6 +73,7 @@ CRITICS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(CRITICS))
 def test_power_iteration_converges_to_the_largest_singular_value(kind):
     """Training passes with fixed weights: the stored sigma of every kernel reaches numpy's
@@ -213,6 +214,7 @@ def runs(tmp_path_factory):
     return out, first
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_one_and_eight_devices_agree(case, runs):
     out, first = runs
@@ -234,6 +236,7 @@ def test_one_and_eight_devices_agree(case, runs):
         assert np.linalg.norm(a - b) <= 1e-5 * np.linalg.norm(a), part
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_trained_critic_applies_unit_spectral_norm_kernels(case, runs):
     """After 6 iterations of the real train step, every kernel the critic applies (all its
@@ -251,6 +254,7 @@ def test_trained_critic_applies_unit_spectral_norm_kernels(case, runs):
         assert top_singular_value(kernel) == pytest.approx(1.0, abs=0.05), path
 
 
+@pytest.mark.slow
 def test_resume_is_bitwise_equal_with_the_power_iteration_state(tmp_path, monkeypatch):
     monkeypatch.setattr(train._Sampler, "save", lambda *a, **k: "")
     monkeypatch.setattr(train.records, "update_plots", lambda *a, **k: [])

@@ -8,11 +8,14 @@ scalars and the sample images.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from tensorboard.backend.event_processing import event_accumulator  # the [test] extra
 
 from wgan_jax import records
 from wgan_jax.config import get_config_schema
 from wgan_jax.train import train_and_evaluate
+
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
 
 
 def test_run_has_loss_scalars_sample_images_and_layer_gradient_histograms(tmp_path):

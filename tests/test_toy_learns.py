@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from wgan_jax.config import get_config_schema
 from wgan_jax.metrics import toy_mixture, toy_mode_metrics
 from wgan_jax.runs import generate_samples, load_run
 from wgan_jax.train import train_and_evaluate
+
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
 
 
 def test_short_toy_25gaussians_run_covers_most_modes(tmp_path):

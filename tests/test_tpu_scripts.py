@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # subprocesses or whole runs
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts" / "tpu"
 RUNNABLE = ["create.sh", "copy.sh", "install.sh", "launch.sh", "logs.sh", "stop.sh", "delete.sh"]
 SETTINGS = (

@@ -329,9 +329,18 @@ class InceptionExtractor:
     Images are ``[N, H, W, C]`` with C = 3 (C = 1 is repeated to three channels); they are
     resized to 299x299 like pytorch-fid. The last partial batch is padded, so only one shape
     is ever compiled.
+
+    `network` is the function ``(variables, images [B, H, W, 3]) -> {"pool", "logits"}`` the
+    batches go through; None (the default) is the FID Inception on 299x299 resized images. Any
+    other (a stand-in in tests, say) gets the same batching, padding and grey-to-RGB handling.
     """
 
-    def __init__(self, variables: Mapping[str, Any], batch_size: int = 50) -> None:
+    def __init__(
+        self,
+        variables: Mapping[str, Any],
+        batch_size: int = 50,
+        network: Callable[..., dict[str, Any]] | None = None,
+    ) -> None:
         self.variables = jax.tree_util.tree_map(jnp.asarray, dict(variables))
         self.batch_size = batch_size
         model = FIDInceptionV3()
@@ -341,7 +350,7 @@ class InceptionExtractor:
             with jax.default_matmul_precision("highest"):
                 return model.apply(variables, resize_bilinear(images))
 
-        self._apply: Callable[..., dict[str, jax.Array]] = jax.jit(apply)
+        self._apply: Callable[..., dict[str, Any]] = network or jax.jit(apply)
 
     @classmethod
     def from_pytorch_fid_weights(

@@ -185,14 +185,22 @@ def _down_patches(x: jax.Array, ho: int, wo: int) -> jax.Array:
     return jnp.concatenate(cols, -1)
 
 
-# `down_conv`'s "matmul" impl uses `_down_row_pairs` when the output has at least this many
-# rows AND the full patch matrix would hold at least this many elements (8 MB of float32).
+# `down_conv`'s "matmul" impl uses `_down_row_pairs` (unless its `row_pairs` argument says
+# otherwise) when the output has at least this many rows AND the full patch matrix would hold
+# at least this many elements (8 MB of float32).
 # Its one extra block row of products costs 1/ho more FLOPs (12.5% at 8 rows); the halved patch
 # matrix and the twice wider product repay that only for large patch matrices: measured faster
 # for the 64 px RGBA DCGAN's 8.4-16.8 MB patches, slower for DCGAN-32's 1.5-4.2 MB ones
 # (benchmarks/README.md). Otherwise, the full patches.
-_ROW_PAIR_MIN_ROWS = 8
-_ROW_PAIR_MIN_PATCH_ELEMENTS = 2**21
+ROW_PAIR_MIN_ROWS = 8
+ROW_PAIR_MIN_PATCH_ELEMENTS = 2**21
+
+
+def uses_row_pairs(n: int, ho: int, wo: int, c: int) -> bool:
+    """Whether the "matmul" `down_conv` of an [n, 2ho, 2wo, c] input takes the row-pair form
+    by default: at least `ROW_PAIR_MIN_ROWS` output rows and a full [n, ho, wo, 16c] patch
+    matrix of at least `ROW_PAIR_MIN_PATCH_ELEMENTS` elements."""
+    return ho >= ROW_PAIR_MIN_ROWS and n * ho * wo * 16 * c >= ROW_PAIR_MIN_PATCH_ELEMENTS
 
 
 def _down_row_pairs(
@@ -265,9 +273,17 @@ def _conv(
 
 
 def down_conv(
-    x: jax.Array, kernel: jax.Array, impl: str = "auto", precision: Any = None
+    x: jax.Array,
+    kernel: jax.Array,
+    impl: str = "auto",
+    precision: Any = None,
+    row_pairs: bool | None = None,
 ) -> jax.Array:
-    """4x4 stride-2 convolution with padding 1 (PyTorch ``Conv2d(4, 2, 1)``), no bias."""
+    """4x4 stride-2 convolution with padding 1 (PyTorch ``Conv2d(4, 2, 1)``), no bias.
+
+    `row_pairs` chooses the "matmul" impl's patch form: True the row-pair patches, False the
+    full patches, None (default) by size (`uses_row_pairs`); other impls ignore it. Both forms
+    give the same function; the choice is for speed (and for tests of either form)."""
     impl = resolve_impl(impl)
     if impl == "xla":
         return _conv(x, kernel, 2, ((1, 1), (1, 1)), 1, precision)
@@ -280,9 +296,9 @@ def down_conv(
     x = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))[:, : 2 * ho + 2, : 2 * wo + 2]
     if impl == "s2d":
         return _conv(space_to_depth(x), down_kernel_s2d(kernel), 1, "VALID", 1, precision)
-    if ho >= _ROW_PAIR_MIN_ROWS and x.shape[0] * ho * wo * 16 * x.shape[-1] >= (
-        _ROW_PAIR_MIN_PATCH_ELEMENTS
-    ):
+    if row_pairs is None:
+        row_pairs = uses_row_pairs(x.shape[0], ho, wo, x.shape[-1])
+    if row_pairs:
         return _down_row_pairs(x, kernel, ho, wo, precision)
     k = kernel.reshape(-1, kernel.shape[-1])
     return _matmul(_down_patches(x, ho, wo), k, precision)
@@ -412,13 +428,16 @@ class DownConv(_Conv):
     """PyTorch ``Conv2d(kernel_size=4, stride=2, padding=1)`` on NHWC: [N,H,W,C] -> [N,H/2,W/2,F].
 
     Attributes: features, impl ("auto" default, "matmul", "s2d" or "xla"), use_bias,
-    dtype (compute), param_dtype, precision, kernel_init, bias_init. Parameters as ``nn.Conv``.
+    dtype (compute), param_dtype, precision, kernel_init, bias_init, row_pairs (`down_conv`'s:
+    None, the default, chooses by size). Parameters as ``nn.Conv``.
     """
+
+    row_pairs: bool | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         x, kernel, bias = self._params(x, 4)
-        y = down_conv(x, kernel, self.impl, self.precision)
+        y = down_conv(x, kernel, self.impl, self.precision, self.row_pairs)
         return y if bias is None else y + bias
 
 

@@ -1,4 +1,5 @@
-"""Tests for wgan_jax.records and wgan_jax.plots: JSONL logs, resume truncation, PNGs, TB."""
+"""Tests for wgan_jax.records: JSONL logs, resume truncation, TensorBoard events, the plots of
+a run's metrics (`update_plots`). The image grid itself: tests/test_plots.py."""
 
 import glob
 import json
@@ -105,26 +106,6 @@ def test_tensorboard_scalars_histograms_images(tmp_path):
         v.image for e in _tb_events(str(tmp_path)) for v in e.summary.value if v.tag == "samples"
     )
     assert image.colorspace == 3 and image.height == 2 * 10 + 2
-
-
-@pytest.mark.parametrize("channels,mode", [(1, "L"), (3, "RGB"), (4, "RGBA")])
-def test_save_image_grid(tmp_path, channels, mode):
-    images = np.linspace(-1, 1, 5 * 6 * 6 * channels).reshape(5, 6, 6, channels)
-    path = tmp_path / "sub" / "grid.png"
-    plots.save_image_grid(str(path), images, ncols=3, min_tile=1)
-    with Image.open(path) as image:
-        assert image.mode == mode
-        assert image.size == (3 * 8 + 2, 2 * 8 + 2)
-        pixels = np.asarray(image)
-    first = pixels[2:8, 2:8]
-    expected = np.round((images[0] + 1) * 127.5).astype(np.uint8)
-    np.testing.assert_array_equal(first.reshape(expected.shape), expected)
-    # By default small images are enlarged (6 px -> 6 x 6 = 36 px tiles), pixel for pixel.
-    plots.save_image_grid(str(path), images, ncols=3)
-    with Image.open(path) as image:
-        assert image.size == (3 * 38 + 2, 2 * 38 + 2)
-        big = np.asarray(image)[2:38, 2:38].reshape(36, 36, channels)
-    np.testing.assert_array_equal(big[::6, ::6], expected.reshape(6, 6, channels))
 
 
 def test_save_scatter_and_update_plots(tmp_path):
