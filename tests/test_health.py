@@ -1,6 +1,9 @@
 """Each health rule fires once on a synthetic stream with its problem; healthy streams are quiet."""
 
+import gzip
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -276,3 +279,29 @@ def test_penalty_norm_explained_by_the_wasserstein_estimate_is_on_target():
             for i, r in enumerate(rows)]
     assert rules(health.analyse(rows, {}, "wasserstein", "gp", penalty_weight=10.0)) == [
         "penalty_off_target"]
+
+
+def _fixture_cases() -> list[dict]:
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "health_events.json.gz")
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_the_events_of_the_code_before_are_reproduced_word_for_word(case):
+    """Streams with every kind of problem (tests/fixtures/make_health_fixture.py), replayed: the
+    same events in the same order, with the same words and evidence, and the same episodes
+    still open, as the monitor of the time gave (made by that code; issue 25)."""
+    c = _fixture_cases()[case]
+    monitor = health.HealthMonitor(c["thresholds"], loss=c["loss"], penalty=c["penalty"],
+                                   penalty_target=1.0, penalty_weight=c["penalty_weight"])
+    events = [e for row in c["rows"] for e in monitor.update(row)]
+    assert json.loads(json.dumps(events)) == c["events"]
+    assert monitor.active() == c["active"] and monitor.rows_seen == c["rows_seen"]
+
+
+def test_the_fixture_covers_every_rule():
+    fired = {e["rule"] for c in _fixture_cases() for e in c["events"]}
+    assert fired == {"nonfinite", "exploding_gradients", "vanishing_gradients",
+                     "discriminator_overpowering", "penalty_off_target", "mode_collapse",
+                     "eval_regression", "loss_spike", "dead_units", "saturation"}
