@@ -10,6 +10,13 @@ every loss is a local mean turned global by `lax.pmean`, and the gradient is tak
 global loss. (Taking `pmean` of local gradients instead would be N times too large: with
 replicated parameters, JAX already sums the cotangents over devices.)
 
+The step is built from named parts over one frozen `StepBundle` (its `StepConfig` and the
+GAN), in the order they run: `check_real`, then `draw_step` draws the iteration's `StepDraws`
+(one pytree; `draw_specs` is the matching pytree of the shard_map's specs); on each device
+`sharded_step` runs `critic_steps` (a `lax.scan` of `critic_update`: `critic_loss`,
+`critic_metrics`), then `generator_update` (`generator_loss`, `generator_metrics`), then
+assembles the row (`step_metrics`) and the EMA (`ema_update`).
+
 DiffAugment and instance noise (`StepConfig.augment`, `StepConfig.instance_noise`) change what
 the critic sees: every critic input is `augment(x) + sigma * noise`, real and fake, and the
 generator's loss scores `augment(G(z)) + sigma * noise`. Their numbers are drawn for the global
