@@ -1,6 +1,9 @@
 """Each health rule fires once on a synthetic stream with its problem; healthy streams are quiet."""
 
+import gzip
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -255,9 +258,8 @@ def test_a_fresh_generator_spreading_out_is_not_a_collapse():
 def test_penalty_norm_explained_by_the_wasserstein_estimate_is_on_target():
     """A soft penalty balances at k (k - 1) = W / (2 lambda): a critic there is not off target
     (the 64 px WGAN-GP row: norm 3.07 at W 138.8, lambda 10); far above it is."""
-    monitor = health.HealthMonitor(penalty_weight=10.0)
-    assert monitor._penalty_balance(138.81) == pytest.approx((1 + math.sqrt(1 + 27.762)) / 2)
-    k = monitor._penalty_balance(138.81)
+    k = health.penalty_balance(138.81, target=1.0, weight=10.0)
+    assert k == pytest.approx((1 + math.sqrt(1 + 27.762)) / 2)
     assert k * (k - 1) == pytest.approx(138.81 / 20)
     rows = train_rows(healthy_rows())
     for i, r in enumerate(rows):
@@ -276,3 +278,52 @@ def test_penalty_norm_explained_by_the_wasserstein_estimate_is_on_target():
             for i, r in enumerate(rows)]
     assert rules(health.analyse(rows, {}, "wasserstein", "gp", penalty_weight=10.0)) == [
         "penalty_off_target"]
+
+
+def _fixture_cases() -> list[dict]:
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "health_events.json.gz")
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_the_events_of_the_code_before_are_reproduced_word_for_word(case):
+    """Streams with every kind of problem (tests/fixtures/make_health_fixture.py), replayed: the
+    same events in the same order, with the same words and evidence, and the same episodes
+    still open, as the monitor of the time gave (made by that code; issue 25)."""
+    c = _fixture_cases()[case]
+    monitor = health.HealthMonitor(c["thresholds"], loss=c["loss"], penalty=c["penalty"],
+                                   penalty_target=1.0, penalty_weight=c["penalty_weight"])
+    events = [e for row in c["rows"] for e in monitor.update(row)]
+    assert json.loads(json.dumps(events)) == c["events"]
+    assert monitor.active() == c["active"] and monitor.rows_seen == c["rows_seen"]
+
+
+def test_the_fixture_covers_every_rule():
+    fired = {e["rule"] for c in _fixture_cases() for e in c["events"]}
+    assert fired == {"nonfinite", "exploding_gradients", "vanishing_gradients",
+                     "discriminator_overpowering", "penalty_off_target", "mode_collapse",
+                     "eval_regression", "loss_spike", "dead_units", "saturation"}
+
+
+def test_rules_own_their_state_and_compose_in_a_list():
+    """Each rule fed the stream alone gives exactly its share of the monitor's events: no rule
+    depends on another's state. The list follows the loss and the penalty."""
+    c = _fixture_cases()[0]
+    cfg = {**health.default_health_config(), **c["thresholds"]}
+    kw = dict(loss=c["loss"], penalty=c["penalty"], penalty_weight=c["penalty_weight"])
+    together = [type(rule) for rule in health.default_rules(cfg, **kw)]
+    assert together == [health.NonFinite, health.GradientNorms, health.WassersteinGrowth,
+                        health.PenaltyOffTarget, health.ModeCollapse, health.EvalRegression,
+                        health.LossSpikes, health.DeadOrSaturatedUnits]
+    shares = []
+    for index in range(len(together)):
+        monitor = health.HealthMonitor(c["thresholds"], **kw)
+        monitor.rules = [monitor.rules[index]]
+        shares.append([e for row in c["rows"] for e in monitor.update(row)])
+    by_row = sorted((e for share in shares for e in share),
+                    key=lambda e: [json.dumps(x) for x in c["events"]].index(json.dumps(e)))
+    assert json.loads(json.dumps(by_row)) == c["events"] and all(shares)
+    logistic = health.default_rules(cfg, loss="logistic", penalty="r1")
+    assert health.CriticOverpowering in map(type, logistic)
+    assert health.PenaltyOffTarget not in map(type, logistic)

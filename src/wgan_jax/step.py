@@ -10,6 +10,13 @@ every loss is a local mean turned global by `lax.pmean`, and the gradient is tak
 global loss. (Taking `pmean` of local gradients instead would be N times too large: with
 replicated parameters, JAX already sums the cotangents over devices.)
 
+The step is built from named parts over one frozen `StepBundle` (its `StepConfig` and the
+GAN), in the order they run: `check_real`, then `draw_step` draws the iteration's `StepDraws`
+(one pytree; `draw_specs` is the matching pytree of the shard_map's specs); on each device
+`sharded_step` runs `critic_steps` (a `lax.scan` of `critic_update`: `critic_loss`,
+`critic_metrics`), then `generator_update` (`generator_loss`, `generator_metrics`), then
+assembles the row (`step_metrics`) and the EMA (`ema_update`).
+
 DiffAugment and instance noise (`StepConfig.augment`, `StepConfig.instance_noise`) change what
 the critic sees: every critic input is `augment(x) + sigma * noise`, real and fake, and the
 generator's loss scores `augment(G(z)) + sigma * noise`. Their numbers are drawn for the global
@@ -29,6 +36,7 @@ the split; the generator then gets `(z, labels)` and the critic `(samples, label
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -291,7 +299,80 @@ def _nonfinite_count(opt_state, field: str = "total_notfinite") -> jax.Array:
     return getattr(opt_state, field, jnp.zeros((), jnp.int32))
 
 
-class _CriticParts(NamedTuple):
+class StepDraws(NamedTuple):
+    """All of an iteration's random numbers for the global batch, drawn before the split.
+
+    One pytree, so the shard_map takes it with one spec pytree of the same structure
+    (`draw_specs`). The networks' own numbers are not drawn here: each device folds them off
+    `key` (`network_key`), so they are the only numbers that depend on the device count.
+    """
+
+    iteration: IterationDraws  # latents (and fake labels), the penalty's alphas and noise
+    key: jax.Array  # fold_in(state.rng, state.step)
+    inputs: InputDraws  # DiffAugment's numbers and instance noise
+
+
+def draw_specs(axis: str) -> StepDraws:
+    """Where `StepDraws` live on the mesh: the critic's `[n_critic, B, ...]` and the generator's
+    `[B, ...]` split along B over `axis`, the key replicated (the shard_map's in_specs)."""
+    critic, generator = P(None, axis), P(axis)
+    return StepDraws(
+        iteration=IterationDraws(z_critic=critic, alpha=critic, noise=critic,
+                                 z_generator=generator),
+        key=P(),
+        inputs=InputDraws(real_augment=critic, fake_augment=critic, real_noise=critic,
+                          fake_noise=critic, generator_augment=generator,
+                          generator_noise=generator),
+    )
+
+
+def draw_step(
+    cfg: StepConfig, z_dim: int, state: TrainState, images: jax.Array
+) -> tuple[StepDraws, jax.Array]:
+    """(the draws, this iteration's instance-noise sigma) for critic batches `images`
+    `[n_critic, B, ...]`; conditional steps (`cfg.class_frequencies`) draw fake labels too."""
+    key = jax.random.fold_in(state.rng, state.step)
+    batch, data_shape = images.shape[1], images.shape[2:]
+    draws = draw_iteration(cfg, key, batch, data_shape, z_dim)
+    if cfg.class_frequencies:
+        y_critic, y_gen = draw_labels(cfg, jax.random.fold_in(key, LABEL_STREAM), batch)
+        draws = draws._replace(z_critic=(draws.z_critic, y_critic),
+                               z_generator=(draws.z_generator, y_gen))
+    inputs, sigma = draw_critic_inputs(cfg, jax.random.fold_in(key, INPUT_STREAM), state.step,
+                                       batch, data_shape)
+    return StepDraws(draws, key, inputs), sigma
+
+
+@dataclasses.dataclass(frozen=True)
+class StepBundle:
+    """What the step's parts need, fixed when the step is built: its settings, the GAN (the
+    networks' apply functions and the optimizers) and whether to unroll the critic loop. The
+    mesh axis is `cfg.axis_name`; the parts run inside the shard_map over it."""
+
+    cfg: StepConfig
+    gan: GAN
+    unroll_critic: bool = False
+
+    @property
+    def axis(self) -> str:
+        return self.cfg.axis_name
+
+
+def critic_input(b: StepBundle, x, augment_params: augment.Params, noise: jax.Array | None):
+    """What the critic scores: the samples augmented (identity for policy ""), plus the noise;
+    a conditional critic's labels are passed through unchanged."""
+    x, labels = _split(x)
+    x = augment.apply(x, augment_params, b.cfg.augment)
+    return _join(x if noise is None else x + noise.astype(x.dtype), labels)
+
+
+def eval_critic(b: StepBundle, d_params, d_state, labels: jax.Array | None = None):
+    """The critic as a function of its samples alone (inference mode), for penalties; a
+    conditional critic's `labels` are closed over."""
+    return lambda x: b.gan.critic.apply(d_params, d_state, _join(x, labels), train=False)[0]
+
+
+class CriticParts(NamedTuple):
     """The critic loss's local pieces (this device's examples), returned beside its value."""
 
     loss: jax.Array
@@ -300,6 +381,254 @@ class _CriticParts(NamedTuple):
     fake_scores: jax.Array
     norms: jax.Array | None
     new_state: Any
+
+
+def critic_loss(
+    b: StepBundle, d_params, d_state, real, fake, draws: penalties.Draws, key: jax.Array
+) -> tuple[jax.Array, CriticParts]:
+    """(the global critic loss with its penalty, the local parts); differentiate the first."""
+    cfg, axis, critic = b.cfg, b.axis, b.gan.critic
+    d_params = _to_varying(d_params, axis)
+    real_scores, d_state_real = critic.apply(
+        d_params, d_state, real, train=True, rng=jax.random.fold_in(key, 1))
+    fake_scores, new_d_state = critic.apply(
+        d_params, d_state_real, fake, train=True, rng=jax.random.fold_in(key, 2))
+    loss = losses.CRITIC_LOSSES[cfg.loss](real_scores, fake_scores)
+    penalty_fn = cfg.penalty_fn()
+    if penalty_fn is None:
+        pen, norms, total = jnp.zeros((), jnp.float32), None, loss
+    else:
+        # Conditional: interpolates between real and fake samples are scored with the REAL
+        # labels (as conditional WGAN-GP implementations do).
+        (real_x, real_y), (fake_x, _) = _split(real), _split(fake)
+        pen, norms = penalty_fn(eval_critic(b, d_params, d_state, real_y), real_x, fake_x,
+                                draws, target=cfg.penalty_target, axis_name=axis)
+        total = loss + cfg.penalty_weight * pen
+    parts = CriticParts(loss, pen, real_scores, fake_scores, norms, new_d_state)
+    return lax.pmean(total, axis), parts
+
+
+def critic_metrics(
+    b: StepBundle, parts: CriticParts, grads, updates, d_params, d_state, real, fake
+) -> Metrics:
+    """One critic update's global metrics, with the diagnostics its level asks for."""
+    axis, level = b.axis, b.cfg.diagnostics
+    metrics = lax.pmean({
+        "critic_loss": parts.loss,
+        "gradient_penalty": parts.penalty,
+        "d_real": _score_summary(parts.real_scores, b.cfg.loss),
+        "d_fake": _score_summary(parts.fake_scores, b.cfg.loss),
+        "wasserstein_estimate": jnp.mean(parts.real_scores) - jnp.mean(parts.fake_scores),
+    }, axis)
+    if level == "off":
+        return metrics
+    metrics["grad_norm/critic"] = diagnostics.global_norm(grads)
+    if parts.norms is not None:
+        metrics["input_grad_norm/interp_mean"] = lax.pmean(jnp.mean(parts.norms), axis)
+        metrics["input_grad_norm/interp_max"] = lax.pmax(jnp.max(parts.norms), axis)
+    if level == "full":
+        metrics.update(_layer_stats(grads, updates, d_params, "critic"))
+        for name, x in (("real", real), ("fake", fake)):
+            x, labels = _split(x)
+            norms = penalties.input_gradient_norms(eval_critic(b, d_params, d_state, labels), x)
+            metrics[f"input_grad_norm/{name}_mean"] = lax.pmean(jnp.mean(norms), axis)
+    return metrics
+
+
+class CriticCarry(NamedTuple):
+    """What one critic update hands the next (the generator's part is only read)."""
+
+    g_params: Any
+    g_state: Any
+    d_params: Any
+    d_state: Any
+    d_opt_state: Any
+
+
+class CriticInputs(NamedTuple):
+    """One critic update's slice of the scanned inputs (leading axis `n_critic` when stacked):
+    its real batch, latents, penalty draws, network key, augmentations and noise."""
+
+    real: Any
+    z: Any
+    alpha: jax.Array
+    noise: jax.Array
+    key: jax.Array
+    real_augment: augment.Params
+    fake_augment: augment.Params
+    real_noise: jax.Array | None
+    fake_noise: jax.Array | None
+
+
+def critic_update(
+    b: StepBundle, carry: CriticCarry, inputs: CriticInputs
+) -> tuple[CriticCarry, Metrics]:
+    """One critic step: score real and (fixed) fake, take the gradient, apply the update."""
+    g_params, g_state, d_params, d_state, d_opt_state = carry
+    fake, _ = b.gan.generator.apply(g_params, g_state, inputs.z, train=True,
+                                    rng=jax.random.fold_in(inputs.key, 0))
+    # The critic's loss and its penalty see only the augmented, noisy real and fake.
+    real = critic_input(b, inputs.real, inputs.real_augment, inputs.real_noise)
+    fake = critic_input(b, _join(lax.stop_gradient(fake), _split(inputs.z)[1]),
+                        inputs.fake_augment, inputs.fake_noise)
+    draws = penalties.Draws(inputs.alpha, inputs.noise if b.cfg.draws_noise else None)
+    (_, parts), grads = jax.value_and_grad(functools.partial(critic_loss, b), has_aux=True)(
+        d_params, d_state, real, fake, draws, inputs.key)
+    updates, d_opt_state = b.gan.d_tx.update(grads, d_opt_state, d_params)
+    metrics = critic_metrics(b, parts, grads, updates, d_params, d_state, real, fake)
+    d_params = optax.apply_updates(d_params, updates)
+    return CriticCarry(g_params, g_state, d_params, parts.new_state, d_opt_state), metrics
+
+
+def critic_steps(
+    b: StepBundle, state: TrainState, real, draws: StepDraws, device: jax.Array
+) -> tuple[CriticCarry, Metrics]:
+    """The `n_critic` critic updates in a `lax.scan`; metrics stacked `[n_critic]`."""
+    n = b.cfg.n_critic
+    keys = jax.vmap(lambda i: network_key(draws.key, device, i))(jnp.arange(n))
+    carry = CriticCarry(state.g_params, state.g_state, state.d_params, state.d_state,
+                        state.d_opt_state)
+    it, seen = draws.iteration, draws.inputs
+    inputs = CriticInputs(real, it.z_critic, it.alpha, it.noise, keys, seen.real_augment,
+                          seen.fake_augment, seen.real_noise, seen.fake_noise)
+    return lax.scan(functools.partial(critic_update, b), carry, inputs,
+                    unroll=n if b.unroll_critic else 1)
+
+
+def generator_loss(
+    b: StepBundle, g_params, g_state, d_params, d_state, z, key: jax.Array, seen, real
+) -> tuple[jax.Array, tuple[Any, Any, dict]]:
+    """(the global generator loss, (its new state, the fakes, captured activations)).
+
+    `seen` is (augmentations, noise) of what the critic sees; `real` is the last critic batch,
+    which a relativistic (paired) loss scores beside the fakes.
+    """
+    cfg, axis, generator, critic = b.cfg, b.axis, b.gan.generator, b.gan.critic
+    g_params = _to_varying(g_params, axis)
+    g_key = jax.random.fold_in(key, 0)
+    if cfg.diagnostics == "full" and generator.capture is not None:
+        fake, new_g_state, acts = generator.capture(g_params, g_state, z, train=True, rng=g_key)
+    else:
+        (fake, new_g_state), acts = generator.apply(g_params, g_state, z, train=True,
+                                                    rng=g_key), {}
+    seen_fake = critic_input(b, _join(fake, _split(z)[1]), *seen)
+    scores, _ = critic.apply(d_params, d_state, seen_fake, train=True,
+                             rng=jax.random.fold_in(key, 1))
+    loss_fn = losses.GENERATOR_LOSSES[cfg.loss]
+    if cfg.loss in losses.PAIRED_LOSSES:  # fake i pairs with real i (the last critic batch's)
+        real_scores, _ = critic.apply(d_params, d_state, critic_input(b, real, *seen),
+                                      train=True, rng=jax.random.fold_in(key, 2))
+        loss = loss_fn(scores, lax.stop_gradient(real_scores))
+    else:
+        loss = loss_fn(scores)
+    return lax.pmean(loss, axis), (new_g_state, fake, acts)
+
+
+def generator_metrics(
+    b: StepBundle, loss: jax.Array, grads, updates, g_params, fake, real, acts: dict
+) -> Metrics:
+    """The generator update's global metrics, with the diagnostics its level asks for."""
+    axis, level = b.axis, b.cfg.diagnostics
+    metrics = {"generator_loss": loss}
+    if level == "off":
+        return metrics
+    metrics["grad_norm/generator"] = diagnostics.global_norm(grads)
+    if level == "full":
+        metrics.update(_layer_stats(grads, updates, g_params, "generator"))
+        relus = {k: v for k, v in acts.items() if "relu" in k}
+        tanhs = [v for k, v in acts.items() if "tanh" in k]
+        if relus:
+            metrics["dead_units/generator"] = diagnostics.dead_fraction(relus, axis)
+        if tanhs:
+            metrics["saturated/generator"] = diagnostics.saturated_fraction(
+                tanhs[0], axis_name=axis)
+        metrics["diversity"] = diagnostics.pairwise_diversity(fake, real, axis_name=axis)
+    return metrics
+
+
+def generator_update(
+    b: StepBundle, state: TrainState, d_params, d_state, z, real, key: jax.Array, seen
+) -> tuple[Any, Any, Any, Metrics]:
+    """The generator step against the updated critic: (params, state, optimizer state,
+    metrics)."""
+    (loss, (new_g_state, fake, acts)), grads = jax.value_and_grad(
+        functools.partial(generator_loss, b), has_aux=True
+    )(state.g_params, state.g_state, d_params, d_state, z, key, seen, real)
+    updates, g_opt_state = b.gan.g_tx.update(grads, state.g_opt_state, state.g_params)
+    metrics = generator_metrics(b, loss, grads, updates, state.g_params,
+                                lax.stop_gradient(fake), _split(real)[0],
+                                lax.stop_gradient(acts))
+    g_params = optax.apply_updates(state.g_params, updates)
+    return g_params, new_g_state, g_opt_state, metrics
+
+
+def step_metrics(generator: Metrics, critic: Metrics, g_opt_state, d_opt_state) -> Metrics:
+    """The iteration's row: the generator's metrics, the critic's averaged over its updates
+    (the interpolates' max norm: their max), and the counts of updates skipped as non-finite."""
+    metrics = dict(generator)
+    metrics.update(jax.tree.map(jnp.mean, critic))
+    if "input_grad_norm/interp_max" in critic:
+        metrics["input_grad_norm/interp_max"] = jnp.max(critic["input_grad_norm/interp_max"])
+    metrics["nonfinite_skipped"] = (
+        _nonfinite_count(g_opt_state) + _nonfinite_count(d_opt_state)
+    ).astype(jnp.float32)
+    metrics["nonfinite_consecutive"] = jnp.maximum(
+        _nonfinite_count(g_opt_state, "notfinite_count"),
+        _nonfinite_count(d_opt_state, "notfinite_count"),
+    ).astype(jnp.float32)
+    return metrics
+
+
+def ema_update(decay: float, state: TrainState, g_params) -> Any:
+    """The generator's EMA parameters after this iteration (None when the state keeps none)."""
+    ema = state.ema_params
+    if ema is None:
+        return None
+    decay = ema_warmup_decay(decay, state.step)
+    return jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p, ema, g_params)
+
+
+def sharded_step(
+    b: StepBundle, state: TrainState, real, draws: StepDraws
+) -> tuple[TrainState, Metrics]:
+    """One iteration on one device's share of the batch (inside the shard_map)."""
+    device = lax.axis_index(b.axis)  # this device's own numbers
+    carry, critic = critic_steps(b, state, real, draws, device)
+    seen = (draws.inputs.generator_augment, draws.inputs.generator_noise)
+    g_params, g_state, g_opt_state, generator = generator_update(
+        b, state, carry.d_params, carry.d_state, draws.iteration.z_generator,
+        jax.tree.map(lambda a: a[-1], real), network_key(draws.key, device, b.cfg.n_critic),
+        seen,
+    )
+    metrics = step_metrics(generator, critic, g_opt_state, carry.d_opt_state)
+    ema = ema_update(b.cfg.ema_decay, state, g_params)
+    new_state = state.replace(
+        step=state.step + 1,
+        g_params=g_params,
+        g_state=g_state,
+        d_params=carry.d_params,
+        d_state=carry.d_state,
+        g_opt_state=g_opt_state,
+        d_opt_state=carry.d_opt_state,
+        ema_params=ema,
+    )
+    return new_state, jax.tree.map(lambda m: m.astype(jnp.float32), metrics)
+
+
+def check_real(cfg: StepConfig, mesh: Mesh, real) -> jax.Array:
+    """The images of `real` after checking its form against the step (`ValueError` in one line
+    otherwise): (images, labels) exactly when conditional, `[n_critic, B, ...]`, B divisible."""
+    images, labels = _split(real)
+    axis = cfg.axis_name
+    if (labels is None) == bool(cfg.class_frequencies):
+        raise ValueError("a conditional step (StepConfig.class_frequencies) takes "
+                         "real = (images, labels), an unconditional one images only")
+    if images.ndim < 2 or images.shape[0] != cfg.n_critic:
+        raise ValueError(f"real has shape {list(images.shape)}: expected [n_critic="
+                         f"{cfg.n_critic}, batch, ...] (StepConfig.n_critic critic batches)")
+    if images.shape[1] % mesh.shape[axis]:
+        raise ValueError(_indivisible(images.shape[1], mesh.shape[axis], axis))
+    return images
 
 
 def make_train_step(
@@ -321,205 +650,18 @@ def make_train_step(
     if axis not in mesh.axis_names:
         raise ConfigError(f"StepConfig.axis_name={axis!r} is not an axis of the mesh "
                           f"{dict(mesh.shape)}")
-    critic_loss_fn = losses.CRITIC_LOSSES[cfg.loss]
-    generator_loss_fn = losses.GENERATOR_LOSSES[cfg.loss]
-    penalty_fn = cfg.penalty_fn()
-    level = cfg.diagnostics
-    generator, critic = gan.generator, gan.critic
-    policy = cfg.augment
-
-    def critic_input(x, augment_params, noise):
-        """What the critic scores: the samples augmented (identity for policy ""), plus the
-        noise; a conditional critic's labels are passed through unchanged."""
-        x, labels = _split(x)
-        x = augment.apply(x, augment_params, policy)
-        return _join(x if noise is None else x + noise.astype(x.dtype), labels)
-
-    def eval_critic(d_params, d_state, labels=None):
-        """The critic as a function of its samples alone (inference mode), for penalties;
-        a conditional critic's `labels` are closed over."""
-        return lambda x: critic.apply(d_params, d_state, _join(x, labels), train=False)[0]
-
-    def critic_loss(d_params, d_state, real, fake, draws, key):
-        d_params = _to_varying(d_params, axis)
-        real_scores, d_state_real = critic.apply(
-            d_params, d_state, real, train=True, rng=jax.random.fold_in(key, 1))
-        fake_scores, new_d_state = critic.apply(
-            d_params, d_state_real, fake, train=True, rng=jax.random.fold_in(key, 2))
-        loss = critic_loss_fn(real_scores, fake_scores)
-        if penalty_fn is None:
-            pen, norms, total = jnp.zeros((), jnp.float32), None, loss
-        else:
-            # Conditional: interpolates between real and fake samples are scored with the REAL
-            # labels (as conditional WGAN-GP implementations do).
-            (real_x, real_y), (fake_x, _) = _split(real), _split(fake)
-            pen, norms = penalty_fn(eval_critic(d_params, d_state, real_y), real_x, fake_x,
-                                    draws, target=cfg.penalty_target, axis_name=axis)
-            total = loss + cfg.penalty_weight * pen
-        parts = _CriticParts(loss, pen, real_scores, fake_scores, norms, new_d_state)
-        return lax.pmean(total, axis), parts
-
-    def critic_metrics(parts: _CriticParts, grads, updates, d_params, d_state, real, fake):
-        metrics = lax.pmean({
-            "critic_loss": parts.loss,
-            "gradient_penalty": parts.penalty,
-            "d_real": _score_summary(parts.real_scores, cfg.loss),
-            "d_fake": _score_summary(parts.fake_scores, cfg.loss),
-            "wasserstein_estimate": jnp.mean(parts.real_scores) - jnp.mean(parts.fake_scores),
-        }, axis)
-        if level == "off":
-            return metrics
-        metrics["grad_norm/critic"] = diagnostics.global_norm(grads)
-        if parts.norms is not None:
-            metrics["input_grad_norm/interp_mean"] = lax.pmean(jnp.mean(parts.norms), axis)
-            metrics["input_grad_norm/interp_max"] = lax.pmax(jnp.max(parts.norms), axis)
-        if level == "full":
-            metrics.update(_layer_stats(grads, updates, d_params, "critic"))
-            for name, x in (("real", real), ("fake", fake)):
-                x, labels = _split(x)
-                norms = penalties.input_gradient_norms(eval_critic(d_params, d_state, labels), x)
-                metrics[f"input_grad_norm/{name}_mean"] = lax.pmean(jnp.mean(norms), axis)
-        return metrics
-
-    def critic_update(carry, inputs):
-        g_params, g_state, d_params, d_state, d_opt_state = carry
-        real, z, alpha, noise, key, (real_aug, fake_aug, real_noise, fake_noise) = inputs
-        fake, _ = generator.apply(g_params, g_state, z, train=True,
-                                  rng=jax.random.fold_in(key, 0))
-        # The critic's loss and its penalty see only the augmented, noisy real and fake.
-        real = critic_input(real, real_aug, real_noise)
-        fake = critic_input(_join(lax.stop_gradient(fake), _split(z)[1]), fake_aug, fake_noise)
-        draws = penalties.Draws(alpha, noise if cfg.draws_noise else None)
-        (_, parts), grads = jax.value_and_grad(critic_loss, has_aux=True)(
-            d_params, d_state, real, fake, draws, key)
-        updates, d_opt_state = gan.d_tx.update(grads, d_opt_state, d_params)
-        metrics = critic_metrics(parts, grads, updates, d_params, d_state, real, fake)
-        d_params = optax.apply_updates(d_params, updates)
-        return (g_params, g_state, d_params, parts.new_state, d_opt_state), metrics
-
-    capture = level == "full" and generator.capture is not None
-
-    paired = cfg.loss in losses.PAIRED_LOSSES
-
-    def generator_loss(g_params, g_state, d_params, d_state, z, key, seen, real):
-        g_params = _to_varying(g_params, axis)
-        g_key = jax.random.fold_in(key, 0)
-        if capture:
-            fake, new_g_state, acts = generator.capture(g_params, g_state, z, train=True,
-                                                        rng=g_key)
-        else:
-            (fake, new_g_state), acts = generator.apply(g_params, g_state, z, train=True,
-                                                        rng=g_key), {}
-        seen_fake = critic_input(_join(fake, _split(z)[1]), *seen)
-        scores, _ = critic.apply(d_params, d_state, seen_fake, train=True,
-                                 rng=jax.random.fold_in(key, 1))
-        if paired:  # a relativistic loss pairs fake i with real i (the last critic batch's)
-            real_scores, _ = critic.apply(d_params, d_state, critic_input(real, *seen),
-                                          train=True, rng=jax.random.fold_in(key, 2))
-            loss = generator_loss_fn(scores, lax.stop_gradient(real_scores))
-        else:
-            loss = generator_loss_fn(scores)
-        return lax.pmean(loss, axis), (new_g_state, fake, acts)
-
-    def generator_metrics(loss, grads, updates, g_params, fake, real, acts):
-        metrics = {"generator_loss": loss}
-        if level == "off":
-            return metrics
-        metrics["grad_norm/generator"] = diagnostics.global_norm(grads)
-        if level == "full":
-            metrics.update(_layer_stats(grads, updates, g_params, "generator"))
-            relus = {k: v for k, v in acts.items() if "relu" in k}
-            tanhs = [v for k, v in acts.items() if "tanh" in k]
-            if relus:
-                metrics["dead_units/generator"] = diagnostics.dead_fraction(relus, axis)
-            if tanhs:
-                metrics["saturated/generator"] = diagnostics.saturated_fraction(
-                    tanhs[0], axis_name=axis)
-            metrics["diversity"] = diagnostics.pairwise_diversity(fake, real, axis_name=axis)
-        return metrics
-
-    def generator_update(state: TrainState, d_params, d_state, z, real, key, seen):
-        (loss, (new_g_state, fake, acts)), grads = jax.value_and_grad(
-            generator_loss, has_aux=True
-        )(state.g_params, state.g_state, d_params, d_state, z, key, seen, real)
-        updates, g_opt_state = gan.g_tx.update(grads, state.g_opt_state, state.g_params)
-        metrics = generator_metrics(loss, grads, updates, state.g_params,
-                                    lax.stop_gradient(fake), _split(real)[0],
-                                    lax.stop_gradient(acts))
-        g_params = optax.apply_updates(state.g_params, updates)
-        return g_params, new_g_state, g_opt_state, metrics
-
-    def sharded_step(state: TrainState, real, z_critic, alpha, noise, z_gen, key,
-                     critic_seen, generator_seen):
-        device = lax.axis_index(axis)  # this device's own numbers
-        critic_keys = jax.vmap(lambda i: network_key(key, device, i))(jnp.arange(cfg.n_critic))
-        carry = (state.g_params, state.g_state, state.d_params, state.d_state, state.d_opt_state)
-        carry, critic_metrics = lax.scan(
-            critic_update, carry, (real, z_critic, alpha, noise, critic_keys, critic_seen),
-            unroll=cfg.n_critic if unroll_critic else 1,
-        )
-        _, _, d_params, d_state, d_opt_state = carry
-        g_params, g_state, g_opt_state, metrics = generator_update(
-            state, d_params, d_state, z_gen, jax.tree.map(lambda a: a[-1], real),
-            network_key(key, device, cfg.n_critic), generator_seen,
-        )
-        metrics.update(jax.tree.map(jnp.mean, critic_metrics))
-        if "input_grad_norm/interp_max" in critic_metrics:
-            metrics["input_grad_norm/interp_max"] = jnp.max(
-                critic_metrics["input_grad_norm/interp_max"]
-            )
-        metrics["nonfinite_skipped"] = (
-            _nonfinite_count(g_opt_state) + _nonfinite_count(d_opt_state)
-        ).astype(jnp.float32)
-        metrics["nonfinite_consecutive"] = jnp.maximum(
-            _nonfinite_count(g_opt_state, "notfinite_count"),
-            _nonfinite_count(d_opt_state, "notfinite_count"),
-        ).astype(jnp.float32)
-        ema = state.ema_params
-        if ema is not None:
-            decay = ema_warmup_decay(cfg.ema_decay, state.step)
-            ema = jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p, ema, g_params)
-        new_state = state.replace(
-            step=state.step + 1,
-            g_params=g_params,
-            g_state=g_state,
-            d_params=d_params,
-            d_state=d_state,
-            g_opt_state=g_opt_state,
-            d_opt_state=d_opt_state,
-            ema_params=ema,
-        )
-        return new_state, jax.tree.map(lambda m: m.astype(jnp.float32), metrics)
-
-    batch_spec = P(None, axis)
+    bundle = StepBundle(cfg, gan, unroll_critic)
     mapped = jax.shard_map(
-        sharded_step,
+        functools.partial(sharded_step, bundle),
         mesh=mesh,
-        in_specs=(P(), batch_spec, batch_spec, batch_spec, batch_spec, P(axis), P(),
-                  batch_spec, P(axis)),
+        in_specs=(P(), P(None, axis), draw_specs(axis)),
         out_specs=(P(), P()),
     )
 
     def step(state: TrainState, real) -> tuple[TrainState, Metrics]:
-        images, labels = _split(real)
-        if (labels is None) == bool(cfg.class_frequencies):
-            raise ValueError("a conditional step (StepConfig.class_frequencies) takes "
-                             "real = (images, labels), an unconditional one images only")
-        if images.ndim < 2 or images.shape[0] != cfg.n_critic:
-            raise ValueError(f"real has shape {list(images.shape)}: expected [n_critic="
-                             f"{cfg.n_critic}, batch, ...] (StepConfig.n_critic critic batches)")
-        if images.shape[1] % mesh.shape[axis]:
-            raise ValueError(_indivisible(images.shape[1], mesh.shape[axis], axis))
-        key = jax.random.fold_in(state.rng, state.step)
-        draws = draw_iteration(cfg, key, images.shape[1], images.shape[2:], gan.z_dim)
-        if labels is not None:
-            y_critic, y_gen = draw_labels(cfg, jax.random.fold_in(key, LABEL_STREAM),
-                                          images.shape[1])
-            draws = draws._replace(z_critic=(draws.z_critic, y_critic),
-                                   z_generator=(draws.z_generator, y_gen))
-        seen, sigma = draw_critic_inputs(cfg, jax.random.fold_in(key, INPUT_STREAM), state.step,
-                                         images.shape[1], images.shape[2:])
-        state, metrics = mapped(state, real, *draws, key, seen[:4], seen[4:])
+        images = check_real(cfg, mesh, real)
+        draws, sigma = draw_step(cfg, gan.z_dim, state, images)
+        state, metrics = mapped(state, real, draws)
         if cfg.instance_noise > 0:
             metrics["instance_noise_sigma"] = sigma.astype(jnp.float32)
         return state, metrics
