@@ -16,16 +16,17 @@ import re
 
 import ml_collections
 
-from wgan_jax.augment import parse_policy
-from wgan_jax.data.toy import MIXTURES
+from wgan_jax.augment_policy import parse_policy
 from wgan_jax.errors import ConfigError
-from wgan_jax.health import default_health_config
-from wgan_jax.precision import PRECISIONS
 
 LOSSES = ("wasserstein", "hinge", "logistic", "rpgan")
 PENALTIES = ("gp", "lp", "r1", "dragan", "r2", "r1r2", "clip", "none")
 MODEL_KINDS = ("mlp", "dcgan", "resnet")
-TOY_DATASETS = (*MIXTURES, "swissroll")
+# The toy mixtures with modes (their centres: `wgan_jax.data.toy.MIXTURES`, in this order).
+TOY_MIXTURES = ("8gaussians", "25gaussians", "ring8", "grid25")
+TOY_DATASETS = (*TOY_MIXTURES, "swissroll")
+# config.matmul_precision: the float32 matmul precision (`wgan_jax.precision`).
+PRECISIONS = ("default", "high", "highest")
 # model.generator / model.critic: "package.module:attribute" (the attribute may be dotted).
 # Seeds: jax.random.PRNGKey keeps 32 bits without x64, so larger seeds would repeat smaller ones.
 MAX_SEED = 2**31 - 1
@@ -45,6 +46,36 @@ def default_data_dir() -> str:
 def resolve_data_dir(config: ml_collections.ConfigDict) -> str:
     """`config.data_dir`, or the default (`$WGAN_JAX_DATA_DIR` or ~/.cache/wgan_jax/data)."""
     return os.path.expanduser(config.data_dir) if config.data_dir else default_data_dir()
+
+
+def default_health_config() -> dict:
+    """Thresholds of every `wgan_jax.health` rule (`config.health`), with defaults meant to
+    stay quiet on healthy WGAN-GP runs."""
+    return {
+        "enabled": True,
+        "window": 20,  # rows in running medians
+        "warmup": 5,  # rows seen before the ratio-based rules may fire
+        "patience": 3,  # consecutive rows a condition must hold (and be absent to re-arm)
+        "explode_factor": 10.0,
+        "explode_abs": 1e6,
+        "vanish_factor": 1e-3,
+        "vanish_abs": 1e-8,
+        "overpower_critic_loss": 0.05,
+        "overpower_generator_rise": 2.0,
+        "overpower_d_fake": 0.01,
+        "wasserstein_growth": 10.0,
+        "wasserstein_min": 1.0,  # |W| below this never counts as growing without bound
+        "penalty_tolerance": 0.5,  # divided by penalty_weight when that is below 1
+        "penalty_patience": 10,
+        "diversity_min": 0.5,
+        "diversity_drop": 0.75,
+        "modes_drop": 0.75,
+        "eval_tolerance": 0.2,
+        "eval_patience": 2,
+        "spike_factor": 20.0,
+        "dead_max": 0.5,
+        "saturated_max": 0.5,
+    }
 
 
 def get_config_schema() -> ml_collections.ConfigDict:
