@@ -134,6 +134,16 @@ def test_config_is_a_leaf():
     assert GRAPH["config"] <= {"errors", "augment_policy"}
 
 
+def test_the_run_door_checks_on_the_steps_mesh_axis():
+    """`models.checks` sits below the step, so it names the axis instead of importing it."""
+    import inspect
+
+    from wgan_jax import step
+    from wgan_jax.models.checks import check_run_networks
+
+    assert inspect.signature(check_run_networks).parameters["axis_name"].default == step.AXIS
+
+
 @pytest.mark.slow
 def test_config_and_diagnose_import_no_jax():
     result = run_python(
