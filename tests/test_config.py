@@ -12,7 +12,8 @@ import ml_collections
 import pytest
 from conftest import REPO, load_repo_file
 
-from wgan_jax import augment, config, health, precision
+from wgan_jax import augment, health, precision
+from wgan_jax import config as schema
 from wgan_jax.config import apply_overrides, check_schema, get_config_schema, validate_config
 from wgan_jax.data import toy
 from wgan_jax.data.sources import num_classes
@@ -71,11 +72,11 @@ def test_a_config_file_must_return_the_schema():
 
 def test_choice_names_are_those_of_the_modules_that_use_them():
     """The schema lists them without importing those modules (it stays a leaf)."""
-    assert config.TOY_MIXTURES == tuple(toy.MIXTURES)
-    assert precision.PRECISIONS is config.PRECISIONS
-    assert augment.parse_policy is config.parse_policy
+    assert schema.TOY_MIXTURES == tuple(toy.MIXTURES)
+    assert precision.PRECISIONS is schema.PRECISIONS
+    assert augment.parse_policy is schema.parse_policy
     assert get_config_schema().health.to_dict() == health.default_health_config()
-    assert set(config.CHOICES["matmul_precision"]) == {"default", "high", "highest"}
+    assert set(schema.CHOICES["matmul_precision"]) == {"default", "high", "highest"}
 
 
 @pytest.mark.parametrize("key, value, words", [
@@ -112,11 +113,11 @@ def test_validation_reads_no_data_and_makes_no_plan(tmp_path):
 
 
 def test_unknown_keys_are_named_with_the_closest_ones():
-    assert config.unknown_key_message("model.widht") == (
+    assert schema.unknown_key_message("model.widht") == (
         "config.model.widht: no such config key (did you mean model.width, model.kind, "
         "model.depth?)")
-    assert config.unknown_override(["main", "--config.seed=1", "--config.sedd=2"]) == "sedd"
-    assert config.unknown_override(["main", "--config.seed=1"]) is None
+    assert schema.unknown_override(["main", "--config.seed=1", "--config.sedd=2"]) == "sedd"
+    assert schema.unknown_override(["main", "--config.seed=1"]) is None
     with pytest.raises(AttributeError):
         get_config_schema().no_such_key = 1  # locked: a typo in a config file fails at once
     assert isinstance(get_config_schema(), ml_collections.ConfigDict)
