@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from wgan_jax.config import apply_overrides, get_config_schema, num_classes, validate_config
+from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.data.digits import digits_images, stacked_digits_classes, stacked_digits_labels
+from wgan_jax.data.sources import num_classes
 from wgan_jax.errors import ConfigError
 from wgan_jax.input_pipeline import create_input_pipeline
 from wgan_jax.step import make_mesh
@@ -156,7 +157,7 @@ def test_conditional_runs_on_stacked_digits_and_folders(classes_folder, tmp_path
 
 
 def test_a_class_count_that_is_not_the_datas_is_refused(classes_folder, tmp_path):
-    from wgan_jax.config import check_num_classes
+    from wgan_jax.data.sources import check_num_classes
 
     c = _folder(classes_folder, tmp_path, **{"model.num_classes": 3})
     check_num_classes(c)

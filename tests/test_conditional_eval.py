@@ -17,6 +17,7 @@ from conftest import run_module
 from wgan_jax import evaluation
 from wgan_jax.config import apply_overrides, get_config_schema
 from wgan_jax.errors import ConfigError
+from wgan_jax.eval_plan import eval_plan
 from wgan_jax.metrics import ranking
 from wgan_jax.metrics.conditional import class_counts, draw_class_labels
 
@@ -132,7 +133,7 @@ def test_start_line_names_the_class_metrics_and_the_held_out_floor(data_dir, spl
      ["no classifier reads the classes of tfds:mnist"]),
 ])
 def test_conditional_runs_without_a_digit_classifier_say_so(overrides, words):
-    plan = evaluation.eval_plan(_config(**overrides))
+    plan = eval_plan(_config(**overrides), 10)
     assert not plan.class_metrics and not CLASS_KEYS & set(plan.names)
     for word in words:
         assert word in plan.description, plan.description
@@ -147,7 +148,7 @@ def test_stacked_digits_label_accuracy(data_dir):
 
     config = _config(dataset="stacked_digits", num_channels=3, data_dir=str(data_dir),
                      **{"eval.num_samples": 500})
-    plan = evaluation.eval_plan(config)
+    plan = eval_plan(config, 1000)
     assert plan.stacked_labels and "eval/label_accuracy" in plan.names
     assert not (CLASS_KEYS - {"eval/label_accuracy"}) & set(plan.names)
     assert "no per-class FID: its 1000 classes" in plan.description
@@ -165,9 +166,9 @@ def test_stacked_digits_label_accuracy(data_dir):
 def test_too_few_samples_per_class_is_a_config_error(split):
     few = _config(**{"eval.num_samples": 999, "eval_every": 10})
     with pytest.raises(ConfigError, match=r"^config.eval.num_samples: 999, .* at least 100 "):
-        evaluation.eval_plan(few)
+        eval_plan(few, 10)
     few.eval_every = 0  # not evaluating: no error until an evaluator is made (evaluate --num)
-    evaluation.eval_plan(few)
+    eval_plan(few, 10)
     (images, labels), _ = split
     with pytest.raises(ConfigError, match=r"^config.eval.num_samples: 999, "):
         evaluation.make_evaluator(few, lambda n, seed: images, class_frequencies=(0.1,) * 10,
@@ -179,7 +180,7 @@ def test_ranking_directions():
     assert ranking.lower_is_better("eval/fid_digits_class_mean")
     assert ranking.lower_is_better("eval/fid_digits_class_worst")
     assert not ranking.is_eval_score("eval/fid_digits_class_worst_label")
-    names = evaluation.eval_plan(_config()).names
+    names = eval_plan(_config(), 10).names
     assert ranking.choose_metric(names) == "eval/fid_digits"
     assert ranking.choose_metric(names, "label_accuracy") == "eval/label_accuracy"
     assert ranking.is_better("eval/label_accuracy", 0.97, 0.9)

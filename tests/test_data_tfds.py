@@ -150,7 +150,7 @@ def _conditional(data_dir, **overrides) -> object:
 
 
 def test_labels_are_each_pictures_class_label(written):
-    from wgan_jax.config import num_classes
+    from wgan_jax.data.sources import num_classes
 
     source = tfds_image_source("wgan_jax_test_pictures", written, 8, 3, "train", "label")
     label_of = {p.tobytes(): i % 3 for i, p in enumerate(_pictures("train"))}
@@ -169,7 +169,7 @@ def test_labels_are_each_pictures_class_label(written):
     ("picture", ["'picture'", "Image, not a ClassLabel"]),
 ])
 def test_data_label_refusals_name_the_key(written, label, words):
-    from wgan_jax.config import num_classes
+    from wgan_jax.data.sources import num_classes
 
     c = _conditional(written, data_label=label)
     for build in (lambda: num_classes(c), lambda: create_input_pipeline(c, make_mesh())):

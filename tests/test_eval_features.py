@@ -16,7 +16,9 @@ from conftest import REPO, run_module
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import diagnose, evaluation
 from wgan_jax.config import apply_overrides, get_config_schema, validate_config
+from wgan_jax.data.sources import num_classes
 from wgan_jax.errors import ConfigError
+from wgan_jax.eval_plan import eval_plan, metric_names
 from wgan_jax.metrics import ranking
 
 FEATURE_NAMES = ("fid", "kid", "precision", "recall", "density", "coverage")
@@ -30,6 +32,12 @@ def _config(dataset: str, channels: int = 1, **kw):
     return c
 
 
+def _validate(config, num_devices: int) -> None:
+    """What the trainer checks before anything is written: the values, then the plan."""
+    validate_config(config, num_devices)
+    eval_plan(config, num_classes(config))
+
+
 # ---- the plan: which features, which names, what is refused --------------------------------
 
 @pytest.mark.parametrize("dataset, channels, features, kind, space", [
@@ -41,8 +49,8 @@ def _config(dataset: str, channels: int = 1, **kw):
     ("folder:/grey", 1, "digits", "digits", "digits"),
 ])
 def test_plan_names_carry_the_feature_space(dataset, channels, features, kind, space):
-    plan = evaluation.eval_plan(_config(dataset, channels, eval_every=10,
-                                        **{"eval.features": features}))
+    plan = eval_plan(_config(dataset, channels, eval_every=10,
+                             **{"eval.features": features}), 0)
     assert (plan.kind, plan.features) == (kind, space)
     assert {f"eval/{m}_{space}" for m in FEATURE_NAMES} <= set(plan.names)
     assert "eval/fid" not in plan.names and plan.metric == f"eval/fid_{space}"
@@ -52,17 +60,17 @@ def test_plan_names_carry_the_feature_space(dataset, channels, features, kind, s
 def test_plan_with_inception_weights(tmp_path):
     weights = tmp_path / "pt_inception.npz"
     weights.write_bytes(b"")
-    plan = evaluation.eval_plan(_config("folder:/rgb", 3, eval_every=10,
-                                        **{"eval.inception_weights": str(weights)}))
+    plan = eval_plan(_config("folder:/rgb", 3, eval_every=10,
+                             **{"eval.inception_weights": str(weights)}), 0)
     assert plan.kind == "inception" and plan.metric == "eval/fid_inception"
     assert "eval/is" in plan.names and "Inception pool3 features" in plan.description
-    stacked = evaluation.eval_plan(_config(
+    stacked = eval_plan(_config(
         "stacked_digits", 3, eval_every=10,
-        **{"eval.inception_weights": str(weights), "eval.features": "inception"}))
+        **{"eval.inception_weights": str(weights), "eval.features": "inception"}), 0)
     assert stacked.kind == "stacked" and stacked.metric == "eval/fid_inception"
     assert {"eval/modes", "eval/kl", "eval/is"} <= set(stacked.names)
-    auto_on_digits = evaluation.eval_plan(_config(
-        "digits", 1, eval_every=10, **{"eval.inception_weights": str(weights)}))
+    auto_on_digits = eval_plan(_config(
+        "digits", 1, eval_every=10, **{"eval.inception_weights": str(weights)}), 0)
     assert auto_on_digits.features == "digits"
 
 
@@ -83,18 +91,18 @@ def test_plan_with_inception_weights(tmp_path):
 def test_impossible_evaluation_is_a_config_error(dataset, channels, extra, key):
     config = _config(dataset, channels, eval_every=10, **extra)
     with pytest.raises(ConfigError) as info:
-        validate_config(config, 1)
+        _validate(config, 1)
     message = str(info.value)
     assert message.startswith(key + ":") and "\n" not in message
 
 
 def test_nothing_computable_is_allowed_when_evaluation_is_off():
-    validate_config(_config("tfds:mnist", 1, eval_every=0), 1)
-    validate_config(_config("folder:/rgb", 3, eval_every=0), 1)
+    _validate(_config("tfds:mnist", 1, eval_every=0), 1)
+    _validate(_config("folder:/rgb", 3, eval_every=0), 1)
 
 
 def test_eval_metric_by_name_resolves_to_the_feature_metric():
-    plan = evaluation.eval_plan(_config("digits", 1, eval_every=10, **{"eval.metric": "kid"}))
+    plan = eval_plan(_config("digits", 1, eval_every=10, **{"eval.metric": "kid"}), 0)
     assert plan.metric == "eval/kid_digits"
 
 
@@ -107,10 +115,10 @@ def _load_config_file(name: str):
 
 def test_tpu_cifar10_config_is_valid_and_needs_weights_to_evaluate():
     config = _load_config_file("tpu_cifar10.py")
-    validate_config(config, 8)
+    _validate(config, 8)
     config.eval_every = 5000  # what it used to say, with no weights: silently a no-op before
     with pytest.raises(ConfigError, match="^config.eval_every:"):
-        validate_config(config, 8)
+        _validate(config, 8)
 
 
 @pytest.mark.slow
@@ -260,7 +268,7 @@ def test_ranking_rule():
     assert ranking.lower_is_better("eval/fid_digits") and ranking.lower_is_better("kid_inception")
     assert not ranking.lower_is_better("eval/precision_digits")
     assert not ranking.lower_is_better("eval/coverage_inception")
-    names = evaluation.metric_names("stacked", "digits")
+    names = metric_names("stacked", "digits")
     assert ranking.choose_metric(names) == "eval/fid_digits"
     assert ranking.choose_metric(names, "modes") == "eval/modes"
     assert ranking.choose_metric(names, "fid_inception") == ""

@@ -38,23 +38,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-POLICIES = ("color", "translation", "cutout")
+from wgan_jax.augment_policy import POLICIES, parse_policy
+
 TRANSLATION_RATIO = 0.125
 CUTOUT_RATIO = 0.5
 
 Params = dict[str, jax.Array]
-
-
-def parse_policy(policy: str) -> tuple[str, ...]:
-    """"translation,cutout" -> ("translation", "cutout"); "" -> (). Raises ValueError (one line)
-    naming an unknown or repeated augmentation."""
-    names = tuple(p.strip() for p in policy.split(",")) if policy.strip() else ()
-    for name in names:
-        if name not in POLICIES:
-            raise ValueError(f"unknown augmentation {name!r}; known: {', '.join(POLICIES)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"an augmentation is named twice in {policy!r}")
-    return names
 
 
 def _shift_limit(size: int) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from absl import flags
 
+from wgan_jax.config import unknown_key_message, unknown_override
 from wgan_jax.errors import UserError
 
 EXIT_USAGE = 2
@@ -64,8 +65,6 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 def _flag_error_line(error: BaseException, argv: list[str]) -> str:
     """The one line for a parse error: an unknown `--config.KEY` by name, else the cause."""
-    from wgan_jax.config import unknown_key_message, unknown_override
-
     unknown = unknown_override(argv)
     if unknown is not None:
         return unknown_key_message(unknown)

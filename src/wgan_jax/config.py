@@ -5,27 +5,32 @@ config file or a `--config.key=value` override that names a key that does not ex
 once, and a value of the wrong type is refused by `ml_collections` itself. `validate_config`
 then checks the values once, at the face of the program, and raises a one-line `ConfigError`
 that names the key; deeper code trusts the config.
+
+A leaf: it imports from the package only `errors` and the augmentation policy names, so every
+module (and `diagnose`, which needs no JAX) can read it. What needs the data (the class count,
+`wgan_jax.data.sources`) or the evaluation's plan (`wgan_jax.eval_plan`) is checked after
+`validate_config`, by the trainer, still before anything is written.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-import os
 import re
 
 import ml_collections
 
-from wgan_jax.augment import parse_policy
-from wgan_jax.data.toy import MIXTURES
+from wgan_jax.augment_policy import parse_policy
 from wgan_jax.errors import ConfigError
-from wgan_jax.health import default_health_config
-from wgan_jax.precision import PRECISIONS
 
 LOSSES = ("wasserstein", "hinge", "logistic", "rpgan")
 PENALTIES = ("gp", "lp", "r1", "dragan", "r2", "r1r2", "clip", "none")
 MODEL_KINDS = ("mlp", "dcgan", "resnet")
-TOY_DATASETS = (*MIXTURES, "swissroll")
+# The toy mixtures with modes (their centres: `wgan_jax.data.toy.MIXTURES`, in this order).
+TOY_MIXTURES = ("8gaussians", "25gaussians", "ring8", "grid25")
+TOY_DATASETS = (*TOY_MIXTURES, "swissroll")
+# config.matmul_precision: the float32 matmul precision (`wgan_jax.precision`).
+PRECISIONS = ("default", "high", "highest")
 # model.generator / model.critic: "package.module:attribute" (the attribute may be dotted).
 # Seeds: jax.random.PRNGKey keeps 32 bits without x64, so larger seeds would repeat smaller ones.
 MAX_SEED = 2**31 - 1
@@ -35,16 +40,34 @@ MIN_EVAL_SAMPLES = 10
 FACTORY_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
-def default_data_dir() -> str:
-    """Where prepared datasets and small cached weights live unless `config.data_dir` says."""
-    return os.environ.get(
-        "WGAN_JAX_DATA_DIR", os.path.join(os.path.expanduser("~"), ".cache", "wgan_jax", "data")
-    )
-
-
-def resolve_data_dir(config: ml_collections.ConfigDict) -> str:
-    """`config.data_dir`, or the default (`$WGAN_JAX_DATA_DIR` or ~/.cache/wgan_jax/data)."""
-    return os.path.expanduser(config.data_dir) if config.data_dir else default_data_dir()
+def default_health_config() -> dict:
+    """Thresholds of every `wgan_jax.health` rule (`config.health`), with defaults meant to
+    stay quiet on healthy WGAN-GP runs."""
+    return {
+        "enabled": True,
+        "window": 20,  # rows in running medians
+        "warmup": 5,  # rows seen before the ratio-based rules may fire
+        "patience": 3,  # consecutive rows a condition must hold (and be absent to re-arm)
+        "explode_factor": 10.0,
+        "explode_abs": 1e6,
+        "vanish_factor": 1e-3,
+        "vanish_abs": 1e-8,
+        "overpower_critic_loss": 0.05,
+        "overpower_generator_rise": 2.0,
+        "overpower_d_fake": 0.01,
+        "wasserstein_growth": 10.0,
+        "wasserstein_min": 1.0,  # |W| below this never counts as growing without bound
+        "penalty_tolerance": 0.5,  # divided by penalty_weight when that is below 1
+        "penalty_patience": 10,
+        "diversity_min": 0.5,
+        "diversity_drop": 0.75,
+        "modes_drop": 0.75,
+        "eval_tolerance": 0.2,
+        "eval_patience": 2,
+        "spike_factor": 20.0,
+        "dead_max": 0.5,
+        "saturated_max": 0.5,
+    }
 
 
 def get_config_schema() -> ml_collections.ConfigDict:
@@ -222,33 +245,55 @@ def check_schema(config: object, source: str) -> None:
 
 
 def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None:
-    """Checks values once; raises `ConfigError` naming the key and what is wrong."""
+    """Checks the values once; raises `ConfigError` naming the key and what is wrong.
 
-    def positive_int(key: str, value: int, minimum: int = 1) -> None:
-        if not isinstance(value, int) or value < minimum:
-            _fail(key, f"must be an integer >= {minimum}, got {value!r}")
+    The schema's own rules only: what needs the data or the evaluation's plan (the class
+    count, `wgan_jax.data.sources.check_num_classes`; what evaluation can compute,
+    `wgan_jax.eval_plan.eval_plan`) the trainer checks next, still before anything is written.
+    """
+    _validate_counts(config, num_devices)
+    _validate_numbers(config)
+    _validate_choices(config)
+    _validate_model(config)
+    _validate_dataset(config)
+    _validate_conditional(config)
+    _validate_eval(config)
+    _validate_small_data(config)
+    _validate_health(config)
 
-    positive_int("num_iterations", config.num_iterations)
-    positive_int("global_batch_size", config.global_batch_size)
-    positive_int("n_critic", config.n_critic)
-    positive_int("log_every", config.log_every)
-    positive_int("sample_every", config.sample_every, 0)
-    positive_int("plot_every", config.plot_every, 0)
-    positive_int("checkpoint_every", config.checkpoint_every, 0)
-    positive_int("eval_every", config.eval_every, 0)
-    positive_int("dataset_size", config.dataset_size, 0)
-    positive_int("keep_checkpoints", config.keep_checkpoints)
+
+def _positive_int(key: str, value: int, minimum: int = 1) -> None:
+    if not isinstance(value, int) or value < minimum:
+        _fail(key, f"must be an integer >= {minimum}, got {value!r}")
+
+
+def _validate_counts(config: ml_collections.ConfigDict, num_devices: int) -> None:
+    """Iteration counts, periods, the batch (divisible by the devices) and the seed."""
+    _positive_int("num_iterations", config.num_iterations)
+    _positive_int("global_batch_size", config.global_batch_size)
+    _positive_int("n_critic", config.n_critic)
+    _positive_int("log_every", config.log_every)
+    _positive_int("sample_every", config.sample_every, 0)
+    _positive_int("plot_every", config.plot_every, 0)
+    _positive_int("checkpoint_every", config.checkpoint_every, 0)
+    _positive_int("eval_every", config.eval_every, 0)
+    _positive_int("dataset_size", config.dataset_size, 0)
+    _positive_int("keep_checkpoints", config.keep_checkpoints)
     if config.global_batch_size % num_devices:
         _fail(
             "global_batch_size",
             f"{config.global_batch_size} is not divisible by the {num_devices} devices",
         )
-    positive_int("seed", config.seed, 0)
+    _positive_int("seed", config.seed, 0)
     if config.seed > MAX_SEED:
         _fail("seed", f"must be an integer in [0, {MAX_SEED}], got {config.seed!r}")
-    positive_int("max_consecutive_nonfinite", config.max_consecutive_nonfinite, 0)
-    positive_int("max_rollbacks", config.max_rollbacks, 0)
-    positive_int("early_stopping.patience", config.early_stopping.patience, 0)
+    _positive_int("max_consecutive_nonfinite", config.max_consecutive_nonfinite, 0)
+    _positive_int("max_rollbacks", config.max_rollbacks, 0)
+    _positive_int("early_stopping.patience", config.early_stopping.patience, 0)
+
+
+def _validate_numbers(config: ml_collections.ConfigDict) -> None:
+    """Learning rates, penalty settings, rollback factors and Adam's betas."""
     for key in ("generator_lr", "critic_lr", "penalty_weight", "penalty_target", "clip_value",
                 "dragan_scale", "instance_noise"):
         _finite_at_least(key, config[key], 0.0)
@@ -263,26 +308,36 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     for key in ("generator_b1", "generator_b2", "critic_b1", "critic_b2", "ema_decay"):
         if not 0.0 <= config[key] < 1.0:
             _fail(key, f"must be in [0, 1), got {config[key]!r}")
-    choices = {
-        "loss": LOSSES,
-        "penalty": PENALTIES,
-        "lr_schedule": ("constant", "linear"),
-        "compute_dtype": ("float32", "bfloat16"),
-        "matmul_precision": PRECISIONS,
-        "model.kind": MODEL_KINDS,
-        "model.generator_norm": ("batch", "none"),
-        "model.critic_norm": ("none", "layer", "spectral", "batch"),
-        "model.critic_output": ("linear", "sigmoid"),
-        "model.conv_impl": ("auto", "matmul", "s2d", "xla"),
-        "model.conditional": ("none", "projection", "labels"),
-        "diagnostics.level": ("off", "basic", "full"),
-    }
-    for key, allowed in choices.items():
+
+
+# Keys with a fixed set of values, and those values.
+CHOICES = {
+    "loss": LOSSES,
+    "penalty": PENALTIES,
+    "lr_schedule": ("constant", "linear"),
+    "compute_dtype": ("float32", "bfloat16"),
+    "matmul_precision": PRECISIONS,
+    "model.kind": MODEL_KINDS,
+    "model.generator_norm": ("batch", "none"),
+    "model.critic_norm": ("none", "layer", "spectral", "batch"),
+    "model.critic_output": ("linear", "sigmoid"),
+    "model.conv_impl": ("auto", "matmul", "s2d", "xla"),
+    "model.conditional": ("none", "projection", "labels"),
+    "diagnostics.level": ("off", "basic", "full"),
+}
+
+
+def _validate_choices(config: ml_collections.ConfigDict) -> None:
+    for key, allowed in CHOICES.items():
         value = config
         for part in key.split("."):
             value = value[part]
         if value not in allowed:
             _fail(key, f"must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _validate_model(config: ml_collections.ConfigDict) -> None:
+    """Combinations of normalisation, penalty and output; factory paths; network sizes."""
     if config.model.critic_norm == "batch" and config.penalty in PENALTIES[:-2]:
         _fail(
             "model.critic_norm",
@@ -297,14 +352,9 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
         path = config.model[key]
         if path and not FACTORY_PATH.fullmatch(path):
             _fail(f"model.{key}", f"must name a factory as 'package.module:function', got {path!r}")
-    positive_int("model.z_dim", config.model.z_dim)
-    positive_int("model.width", config.model.width)
-    positive_int("model.depth", config.model.depth)
-    _validate_dataset(config)
-    _validate_conditional(config)
-    _validate_eval(config)
-    _validate_small_data(config)
-    _validate_health(config)
+    _positive_int("model.z_dim", config.model.z_dim)
+    _positive_int("model.width", config.model.width)
+    _positive_int("model.depth", config.model.depth)
 
 
 # Integer thresholds of `config.health` (counts of rows or evaluations): at least 1.
@@ -372,33 +422,6 @@ def _validate_dataset(config: ml_collections.ConfigDict) -> None:
 LABELLED_DATASETS = ("digits", "stacked_digits", "tfds", "folder")
 
 
-def num_classes(config: ml_collections.ConfigDict) -> int:
-    """The number of classes a conditional model is built for: `config.model.num_classes` when
-    set (the trainer records the data's count there in the run's config.json, so the run can
-    be restored and sampled once its data is gone), else read from the data's metadata (a
-    tfds ClassLabel, a folder's subfolders); 0 for an unconditional one."""
-    if config.model.conditional == "none":
-        return 0
-    if config.model.num_classes > 0:
-        return int(config.model.num_classes)
-    from wgan_jax.data import sources
-
-    return sources.num_classes(config)
-
-
-def check_num_classes(config: ml_collections.ConfigDict) -> None:
-    """`ConfigError` when a set `model.num_classes` is not the data's class count (the trainer
-    checks it before training; a restored run trusts its config.json)."""
-    if config.model.conditional == "none" or config.model.num_classes <= 0:
-        return
-    from wgan_jax.data import sources
-
-    have = sources.num_classes(config)
-    if have != config.model.num_classes:
-        _fail("model.num_classes", f"{config.model.num_classes}, but {config.dataset} has "
-              f"{have} classes (leave it 0 to read the count from the data)")
-
-
 def _validate_labels(config: ml_collections.ConfigDict) -> None:
     """`folder_classes` and `data_label` belong to folder and tfds datasets."""
     kind = config.dataset.partition(":")[0]
@@ -438,14 +461,11 @@ def _validate_conditional(config: ml_collections.ConfigDict) -> None:
 
 
 def _validate_eval(config: ml_collections.ConfigDict) -> None:
-    """`config.eval`: the evaluation's own plan (`wgan_jax.evaluation.eval_plan`) raises a
-    `ConfigError` when its features cannot be had or `eval_every > 0` has nothing to compute."""
-    from wgan_jax.evaluation import eval_plan
-
+    """`config.eval.num_samples` with evaluation on; what evaluation can compute for the data is
+    `wgan_jax.eval_plan.eval_plan`'s check (the trainer runs it after this one)."""
     if config.eval_every > 0 and config.eval.num_samples < MIN_EVAL_SAMPLES:
         _fail("eval.num_samples", f"must be >= {MIN_EVAL_SAMPLES} when eval_every > 0 (the "
               f"metrics compare sample statistics), got {config.eval.num_samples!r}")
-    eval_plan(config)
 
 
 def data_shape(config: ml_collections.ConfigDict) -> tuple[int, ...]:

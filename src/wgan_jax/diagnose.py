@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wgan_jax import cli, fs, health, runs
+from wgan_jax import cli, fs, health, run_config
 from wgan_jax.errors import UserError
 from wgan_jax.metrics import ranking
 from wgan_jax.records import EVENTS_FILE, METRICS_FILE, json_safe, read_jsonl
@@ -43,7 +43,7 @@ TITLES = {
 
 
 def _load_config(workdir: str) -> tuple[dict, list[str]]:
-    config = runs.read_config_dict(workdir)
+    config = run_config.read_config_dict(workdir)
     if config is None:
         return {}, ["no config.json: assumed loss='wasserstein', penalty='gp' and default "
                     "health thresholds"]
@@ -180,33 +180,13 @@ def diagnose(workdir: str) -> dict:
     config, notes = _load_config(workdir)
     loss = str(config.get("loss", "wasserstein"))
     penalty = str(config.get("penalty", "gp"))
-    target = config.get("penalty_target", 1.0)
-    health_config = config.get("health") if isinstance(config.get("health"), dict) else {}
-    weight = config.get("penalty_weight")
-    monitor = health.HealthMonitor(health_config, loss=loss, penalty=penalty,
-                                   penalty_target=target if _finite(target) else 1.0,
-                                   penalty_weight=weight if _finite(weight) else None)
+    monitor = _monitor(config, loss, penalty)
     # Replayed in file order: after an in-run rollback the steps go back and the retried steps
     # follow the abandoned ones, which is the order the run lived through.
     replayed = [e for r in rows for e in monitor.update(r)]
     ongoing = {key.split(":")[0] for key in monitor.active()}
     last_step = int(rows[-1]["step"])
-
-    # Health-rule events are taken from the replay (the metrics are the source of truth, judged
-    # with this run's config); events.jsonl contributes the trainer's other events (rollbacks,
-    # resumes, unreadable checkpoints, ...).
-    recorded = [e for e in file_events if e.get("rule") not in TITLES]
-    seen, problems_by_rule, info = set(), {}, []
-    for event in recorded + replayed:
-        rule = str(event.get("rule", "unknown"))
-        key = (rule, event.get("step"))
-        if key in seen:
-            continue
-        seen.add(key)
-        if event.get("severity") == "info" or rule in INFO_RULES:
-            info.append(event)
-        else:
-            problems_by_rule.setdefault(rule, []).append(event)
+    problems_by_rule, info = _sort_events(file_events, replayed)
 
     checkpoints = _checkpoint_steps(workdir)
     best = _best_eval(rows, config, checkpoints)
@@ -215,34 +195,8 @@ def diagnose(workdir: str) -> dict:
     if train_rows < 2 * monitor.cfg["window"]:
         notes.append(f"only {train_rows} training rows: trend rules need about "
                      f"{2 * monitor.cfg['window']} (log more often with a smaller log_every)")
-    problems = []
-    for rule, events in problems_by_rule.items():
-        events.sort(key=lambda e: e.get("step") if _finite(e.get("step")) else -1)
-        first, latest = events[0], events[-1]
-        advice = [str(first.get("advice", "")).strip()] if first.get("advice") else []
-        advice += _tailored_advice(rule, first.get("evidence") or {}, config)
-        rollback = best and best.get("checkpoint") is not None and _finite(first.get("step"))
-        if rule == "eval_regression":
-            rollback = rollback and best["checkpoint"] != (first.get("evidence") or {}).get(
-                "best_step")
-        elif rollback:
-            rollback = best["checkpoint"] <= first["step"]
-        if rollback:
-            advice.append(f"Roll back to checkpoint {best['checkpoint']} "
-                          f"(checkpoints/{best['checkpoint']}), which had the best "
-                          f"{best['metric']} = {best['value']:.4g}.")
-        problems.append({
-            "rule": rule,
-            "title": TITLES.get(rule, rule.replace("_", " ").capitalize()),
-            "first_step": first.get("step"),
-            "last_step": latest.get("step"),
-            "episodes": len(events),
-            "ongoing": rule in ongoing,
-            "message": first.get("message", ""),
-            "latest_message": latest.get("message", "") if latest is not first else "",
-            "evidence": first.get("evidence", {}),
-            "advice": advice,
-        })
+    problems = [_problem(rule, events, config, best, rule in ongoing)
+                for rule, events in problems_by_rule.items()]
     problems.sort(key=lambda p: (p["first_step"] if _finite(p["first_step"]) else -1))
     shown = ("critic_loss", "generator_loss", "wasserstein_estimate", "gradient_penalty")
     last_train = next((r for r in reversed(rows) if any(k in r for k in shown)), {})
@@ -262,6 +216,72 @@ def diagnose(workdir: str) -> dict:
         "checked": checked,
         "not_checked": unchecked,
         "notes": notes + [str(e.get("message", e.get("rule"))) for e in info],
+    }
+
+
+def _monitor(config: Mapping[str, Any], loss: str, penalty: str) -> health.HealthMonitor:
+    """The health rules as the run's config set them, to replay its metrics through."""
+    target = config.get("penalty_target", 1.0)
+    health_config = config.get("health") if isinstance(config.get("health"), dict) else {}
+    weight = config.get("penalty_weight")
+    return health.HealthMonitor(health_config, loss=loss, penalty=penalty,
+                                penalty_target=target if _finite(target) else 1.0,
+                                penalty_weight=weight if _finite(weight) else None)
+
+
+def _sort_events(
+    file_events: list[dict], replayed: list[dict]
+) -> tuple[dict[str, list[dict]], list[dict]]:
+    """(problem events by rule, info events), each (rule, step) once.
+
+    Health-rule events are taken from the replay (the metrics are the source of truth, judged
+    with this run's config); events.jsonl contributes the trainer's other events (rollbacks,
+    resumes, unreadable checkpoints, ...).
+    """
+    recorded = [e for e in file_events if e.get("rule") not in TITLES]
+    seen, problems_by_rule, info = set(), {}, []
+    for event in recorded + replayed:
+        rule = str(event.get("rule", "unknown"))
+        key = (rule, event.get("step"))
+        if key in seen:
+            continue
+        seen.add(key)
+        if event.get("severity") == "info" or rule in INFO_RULES:
+            info.append(event)
+        else:
+            problems_by_rule.setdefault(rule, []).append(event)
+    return problems_by_rule, info
+
+
+def _problem(rule: str, events: list[dict], config: Mapping[str, Any], best: dict | None,
+             ongoing: bool) -> dict:
+    """One problem of the report: a rule's first and latest episode, with advice (a rollback
+    to the best checkpoint when one came before the problem)."""
+    events.sort(key=lambda e: e.get("step") if _finite(e.get("step")) else -1)
+    first, latest = events[0], events[-1]
+    advice = [str(first.get("advice", "")).strip()] if first.get("advice") else []
+    advice += _tailored_advice(rule, first.get("evidence") or {}, config)
+    rollback = best and best.get("checkpoint") is not None and _finite(first.get("step"))
+    if rule == "eval_regression":
+        rollback = rollback and best["checkpoint"] != (first.get("evidence") or {}).get(
+            "best_step")
+    elif rollback:
+        rollback = best["checkpoint"] <= first["step"]
+    if rollback:
+        advice.append(f"Roll back to checkpoint {best['checkpoint']} "
+                      f"(checkpoints/{best['checkpoint']}), which had the best "
+                      f"{best['metric']} = {best['value']:.4g}.")
+    return {
+        "rule": rule,
+        "title": TITLES.get(rule, rule.replace("_", " ").capitalize()),
+        "first_step": first.get("step"),
+        "last_step": latest.get("step"),
+        "episodes": len(events),
+        "ongoing": ongoing,
+        "message": first.get("message", ""),
+        "latest_message": latest.get("message", "") if latest is not first else "",
+        "evidence": first.get("evidence", {}),
+        "advice": advice,
     }
 
 

@@ -16,6 +16,7 @@ from absl import app, flags
 
 from wgan_jax import cli, fs, runs
 from wgan_jax.config import MIN_EVAL_SAMPLES
+from wgan_jax.metrics.ranking import lower_is_better
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The run's workdir.")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "latest, best, or a step number.")
@@ -26,8 +27,6 @@ _JSON = flags.DEFINE_boolean("json", False, "Print one JSON object instead of a 
 
 def format_table(metrics: dict[str, float]) -> str:
     """Aligned `metric  value  (better)` lines."""
-    from wgan_jax.evaluation import lower_is_better
-
     width = max(len(k) for k in metrics)
     lines = []
     for key, value in metrics.items():

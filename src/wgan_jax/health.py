@@ -63,40 +63,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from wgan_jax.config import default_health_config
 from wgan_jax.metrics.ranking import is_better, is_eval_score, lower_is_better
 from wgan_jax.records import event
 
 # Keys that are bookkeeping, not health signals.
 _IGNORED_KEYS = ("step", "time", "timestamp", "wall_time", "epoch", "steps_per_second")
-
-
-def default_health_config() -> dict:
-    """Thresholds of every rule, with defaults meant to stay quiet on healthy WGAN-GP runs."""
-    return {
-        "enabled": True,
-        "window": 20,  # rows in running medians
-        "warmup": 5,  # rows seen before the ratio-based rules may fire
-        "patience": 3,  # consecutive rows a condition must hold (and be absent to re-arm)
-        "explode_factor": 10.0,
-        "explode_abs": 1e6,
-        "vanish_factor": 1e-3,
-        "vanish_abs": 1e-8,
-        "overpower_critic_loss": 0.05,
-        "overpower_generator_rise": 2.0,
-        "overpower_d_fake": 0.01,
-        "wasserstein_growth": 10.0,
-        "wasserstein_min": 1.0,  # |W| below this never counts as growing without bound
-        "penalty_tolerance": 0.5,  # divided by penalty_weight when that is below 1
-        "penalty_patience": 10,
-        "diversity_min": 0.5,
-        "diversity_drop": 0.75,
-        "modes_drop": 0.75,
-        "eval_tolerance": 0.2,
-        "eval_patience": 2,
-        "spike_factor": 20.0,
-        "dead_max": 0.5,
-        "saturated_max": 0.5,
-    }
 
 
 def _number(value: Any) -> float | None:

@@ -37,8 +37,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax.config import data_shape, num_classes
-from wgan_jax.data import toy
+from wgan_jax.config import data_shape
+from wgan_jax.data import images, sources, toy
+from wgan_jax.data.sources import num_classes
 from wgan_jax.errors import DataError
 
 log = logging.getLogger("wgan_jax")
@@ -261,8 +262,6 @@ def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
         return LocalData(
             grain.MapDataset.range(_ENDLESS).map(iteration), toy_reference, None, TOY_READ
         )
-
-    from wgan_jax.data import images, sources
 
     source = sources.make_image_source(config)
     if len(source) == 0:

@@ -40,7 +40,7 @@ def _multi_process() -> bool:
 
 
 def _initialize_distributed() -> None:
-    import jax
+    import jax  # not at the top: `main` installs the setup's stop handler before JAX loads
 
     if _COORDINATOR.value or _NUM_PROCESSES.value:
         if _COORDINATOR.value is None or _NUM_PROCESSES.value is None or _PROCESS_ID.value is None:
@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
 def _main() -> int:
     cli.setup_logging(True)
     _initialize_distributed()
-    import jax
+    import jax  # (here, like the trainer: after the setup's stop handler, see `main`)
 
     from wgan_jax.train import train_and_evaluate
 

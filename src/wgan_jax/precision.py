@@ -17,7 +17,10 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-PRECISIONS = ("default", "high", "highest")
+import jax
+
+from wgan_jax.config import PRECISIONS
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -29,8 +32,6 @@ def scope(name: str) -> Iterator[None]:
     of its own for each precision. "default" is set explicitly too, so a global
     `jax_default_matmul_precision` does not override what the config states.
     """
-    import jax  # here: reading PRECISIONS (the config schema) needs no JAX
-
     if name not in PRECISIONS:
         raise ValueError(f"matmul precision {name!r}: expected one of {', '.join(PRECISIONS)}")
     with jax.default_matmul_precision(name):

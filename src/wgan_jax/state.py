@@ -14,9 +14,12 @@ import flax
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
+from flax import nnx
 
-from wgan_jax.models.contract import Model
+from wgan_jax.models.checks import as_checked_model, check_gan
+from wgan_jax.models.contract import Model, nnx_filters
 from wgan_jax.penalties import clip_weights
 
 PyTree = Any
@@ -59,8 +62,6 @@ class GAN:
     num_classes: int = 0
 
     def __post_init__(self) -> None:
-        from wgan_jax.models.checks import as_checked_model
-
         object.__setattr__(self, "generator", as_checked_model(self.generator, "generator"))
         object.__setattr__(self, "critic", as_checked_model(self.critic, "critic"))
         object.__setattr__(self, "g_tx", skip_nonfinite(self.g_tx))
@@ -133,8 +134,6 @@ def create_train_state(
     `axis_name` is the mesh axis the batch will be split along (the step's).
     """
     if check:
-        from wgan_jax.models.checks import check_gan
-
         check_gan(gan, data_shape, axis_name=axis_name)
     root = jax.random.PRNGKey(seed)
     k_g, k_d, k_run = jax.random.split(root, 3)
@@ -189,8 +188,6 @@ def trained_modules(
 ) -> dict[str, Any]:
     """{"generator": ..., "critic": ...}: copies of those of your networks that are NNX modules
     holding `state`'s weights (`update_modules` on an `nnx.clone`); yours are left as they are."""
-    from flax import nnx
-
     out = {}
     for name, module in (("generator", generator), ("critic", critic)):
         if isinstance(module, nnx.Module):
@@ -209,11 +206,6 @@ def _local(x: Any) -> Any:
 
 
 def _write_module(name: str, module: Any, params: PyTree, other: PyTree) -> None:
-    import numpy as np
-    from flax import nnx
-
-    from wgan_jax.models.contract import nnx_filters
-
     if not isinstance(module, nnx.Module):
         raise ValueError(f"update_modules: the {name} is a {type(module).__qualname__}, not a "
                          "Flax NNX module (Linen modules and function pairs keep no weights: "

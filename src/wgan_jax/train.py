@@ -22,8 +22,10 @@ import numpy as np
 
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import evaluation, fs, input_pipeline, plots, precision, records
-from wgan_jax.config import check_num_classes, data_shape, validate_config
+from wgan_jax.config import data_shape, validate_config
+from wgan_jax.data.sources import check_num_classes, num_classes
 from wgan_jax.errors import StoppedDuringSetup, UserError
+from wgan_jax.eval_plan import eval_plan
 from wgan_jax.health import HealthMonitor, format_event
 from wgan_jax.models.checks import check_run_networks
 from wgan_jax.progress import Progress
@@ -302,6 +304,7 @@ def train_and_evaluate(
     with _SetupStop(enabled=jax.process_count() == 1) as setup:
         mesh = make_mesh()
         validate_config(config, mesh.devices.size)
+        eval_plan(config, num_classes(config))  # what evaluation cannot compute: before a write
         fs.check_directory(workdir)
         given_g, given_c = generator is not None, critic is not None
         generator, critic = build_networks(config, generator, critic)  # factory errors: no write

@@ -2,22 +2,35 @@
 
 `images.py` holds what the readers share (sources, pixel conversion); each reader module
 (`digits`, `folder`, `tfds_source`) imports it, and only this module imports the readers.
-It also says which classes a conditional run trains on (`num_classes`, `class_labels`):
-`digits` 10, `stacked_digits` 1000 (`digits.stacked_digits_classes`), `tfds:NAME` the
-ClassLabel feature `config.data_label`, `folder:/path` its subfolders (`config.folder_classes`).
+It also says which classes a conditional run trains on (`num_classes`, `data_num_classes`,
+`class_labels`): `digits` 10, `stacked_digits` 1000 (`digits.stacked_digits_classes`),
+`tfds:NAME` the ClassLabel feature `config.data_label`, `folder:/path` its subfolders
+(`config.folder_classes`), and where prepared datasets live (`resolve_data_dir`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import ml_collections
 import numpy as np
 
-from wgan_jax.config import resolve_data_dir
 from wgan_jax.data import digits, folder, tfds_source
 from wgan_jax.data.images import ImageSource
-from wgan_jax.errors import DataError
+from wgan_jax.errors import ConfigError, DataError
+
+
+def default_data_dir() -> str:
+    """Where prepared datasets and small cached weights live unless `config.data_dir` says."""
+    return os.environ.get(
+        "WGAN_JAX_DATA_DIR", os.path.join(os.path.expanduser("~"), ".cache", "wgan_jax", "data")
+    )
+
+
+def resolve_data_dir(config: ml_collections.ConfigDict) -> str:
+    """`config.data_dir`, or the default (`$WGAN_JAX_DATA_DIR` or ~/.cache/wgan_jax/data)."""
+    return os.path.expanduser(config.data_dir) if config.data_dir else default_data_dir()
 
 
 def _conditional(config: ml_collections.ConfigDict) -> bool:
@@ -52,7 +65,7 @@ def make_image_source(config: ml_collections.ConfigDict) -> ImageSource:
     )
 
 
-def num_classes(config: ml_collections.ConfigDict) -> int:
+def data_num_classes(config: ml_collections.ConfigDict) -> int:
     """The number of classes of `config.dataset`'s labels, from the data's metadata (a tfds
     ClassLabel's `num_classes`, a folder's subfolders), without reading the examples.
 
@@ -68,6 +81,30 @@ def num_classes(config: ml_collections.ConfigDict) -> int:
     if kind == "tfds":
         return tfds_source.tfds_num_classes(name, resolve_data_dir(config), config.data_label)
     raise DataError(f"{config.dataset}: has no class labels")
+
+
+def num_classes(config: ml_collections.ConfigDict) -> int:
+    """The number of classes a conditional model is built for: `config.model.num_classes` when
+    set (the trainer records the data's count there in the run's config.json, so the run can
+    be restored and sampled once its data is gone), else read from the data's metadata (a
+    tfds ClassLabel, a folder's subfolders); 0 for an unconditional one."""
+    if config.model.conditional == "none":
+        return 0
+    if config.model.num_classes > 0:
+        return int(config.model.num_classes)
+    return data_num_classes(config)
+
+
+def check_num_classes(config: ml_collections.ConfigDict) -> None:
+    """`ConfigError` when a set `model.num_classes` is not the data's class count (the trainer
+    checks it before training; a restored run trusts its config.json)."""
+    if config.model.conditional == "none" or config.model.num_classes <= 0:
+        return
+    have = data_num_classes(config)
+    if have != config.model.num_classes:
+        raise ConfigError(f"config.model.num_classes: {config.model.num_classes}, but "
+                          f"{config.dataset} has {have} classes (leave it 0 to read the count "
+                          "from the data)")
 
 
 def class_labels(config: ml_collections.ConfigDict, source: Any) -> np.ndarray:

@@ -17,10 +17,13 @@ import flax.linen as nn
 import jax.numpy as jnp
 import ml_collections
 
-from wgan_jax.config import data_shape, num_classes
+from wgan_jax.config import data_shape
+from wgan_jax.data.sources import num_classes
 from wgan_jax.errors import ConfigError
 from wgan_jax.models.contract import as_model
+from wgan_jax.models.dcgan import DCGANCritic, DCGANGenerator
 from wgan_jax.models.mlp import MLPCritic, MLPGenerator
+from wgan_jax.models.resnet import ResNetCritic, ResNetGenerator
 
 
 def build_models(config: ml_collections.ConfigDict) -> tuple[Any, Any]:
@@ -88,8 +91,6 @@ def build_builtin_models(config: ml_collections.ConfigDict) -> tuple[nn.Module, 
             MLPCritic(m.width, m.depth, m.critic_norm, dtype=dtype, num_classes=classes),
         )
     if m.kind == "dcgan":
-        from wgan_jax.models.dcgan import DCGANCritic, DCGANGenerator
-
         return (
             DCGANGenerator(
                 config.image_size, config.num_channels, m.width, m.generator_norm,
@@ -100,8 +101,6 @@ def build_builtin_models(config: ml_collections.ConfigDict) -> tuple[nn.Module, 
                 num_classes=classes,
             ),
         )
-    from wgan_jax.models.resnet import ResNetCritic, ResNetGenerator
-
     return (
         ResNetGenerator(
             config.image_size, config.num_channels, m.width, m.generator_norm, dtype=dtype,

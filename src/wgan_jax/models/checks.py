@@ -34,6 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from wgan_jax.config import data_shape
+from wgan_jax.data.sources import num_classes
 from wgan_jax.errors import NetworkError
 from wgan_jax.models.contract import Model, as_model
 
@@ -48,16 +50,13 @@ def check_gan(gan: Any, data_shape: Sequence[int], *, axis_name: str = "data",
 
 
 def check_run_networks(config: Any, generator: Any, critic: Any, *,
-                       given: tuple[bool, bool] = (False, False)) -> None:
+                       given: tuple[bool, bool] = (False, False), axis_name: str = "data") -> None:
     """The door of a run: `check_networks` with the config's data shape, `z_dim` and classes.
 
     A network passed as an object is named "generator"/"critic", one from the config
     "config.model.generator"/"config.model.critic" (a factory) or "config.model.kind"
-    (built-in).
+    (built-in). `axis_name`: the step's mesh axis (`wgan_jax.step.AXIS`).
     """
-    from wgan_jax.config import data_shape, num_classes
-    from wgan_jax.step import AXIS
-
     names = []
     for which, passed in zip(("generator", "critic"), given, strict=True):
         if passed:
@@ -78,7 +77,7 @@ def check_run_networks(config: Any, generator: Any, critic: Any, *,
                                "networks' conditioning; your own networks take "
                                "conditional='labels' (they get labels=...)")
     check_networks(generator, critic, data_shape(config), config.model.z_dim,
-                   num_classes(config), axis_name=AXIS, names=(names[0], names[1]),
+                   num_classes(config), axis_name=axis_name, names=(names[0], names[1]),
                    probe=config.penalty not in ("clip", "none"))
 
 

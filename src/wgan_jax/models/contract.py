@@ -56,10 +56,13 @@ both, and the shapes, before a run or a train state starts.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import flax.linen as nn
 import jax
+from flax import nnx, traverse_util
 
 from wgan_jax.diagnostics import key_name
 
@@ -87,9 +90,6 @@ def as_model(obj: Any, *, rng_streams: Sequence[str] = ("dropout",)) -> Model:
     """
     if isinstance(obj, Model):
         return obj
-    import flax.linen as nn
-    from flax import nnx
-
     if isinstance(obj, type) and issubclass(obj, (nnx.Module, nn.Module)):
         raise TypeError(f"got the class {obj.__module__}.{obj.__qualname__} itself, not a "
                         f"module: pass an instance, {obj.__qualname__}(...)")
@@ -113,8 +113,6 @@ def as_model(obj: Any, *, rng_streams: Sequence[str] = ("dropout",)) -> Model:
 
 def _takes(module: Any, name: str) -> bool:
     """Whether a module's `__call__` accepts the keyword `name` (by name or **kwargs)."""
-    import inspect
-
     try:
         parameters = inspect.signature(type(module).__call__).parameters.values()
     except (TypeError, ValueError):
@@ -184,14 +182,10 @@ def _from_linen(module: Any, rng_streams: tuple[str, ...]) -> Model:
 def nnx_filters() -> tuple[Any, Any]:
     """(params, state) filters of an NNX module: its `nnx.Param`s, and every other variable
     except RNG streams and `nnx.Intermediate`s (BatchNorm statistics, ...)."""
-    from flax import nnx
-
     return nnx.Param, nnx.Not(nnx.Any(nnx.Param, nnx.RngState, nnx.Intermediate))
 
 
 def _from_nnx(module: Any) -> Model:
-    from flax import nnx
-
     template = nnx.clone(module)
     nnx.pop(template, nnx.Intermediate)
     _, other = nnx_filters()
@@ -220,8 +214,6 @@ def _from_nnx(module: Any) -> Model:
 
 def _filled(template: Any, values: PyTree) -> Any:
     """A new `nnx.State` like `template` holding `values` (a pure dict); `template` untouched."""
-    from flax import nnx
-
     state = nnx.State(dict(template))
     nnx.replace_by_pure_dict(state, values)
     return state
@@ -229,8 +221,6 @@ def _filled(template: Any, values: PyTree) -> Any:
 
 def _reseeded(rng_template: Any, rng: jax.Array | None) -> Any:
     """The module's RNG streams, every stream's key derived from `rng` and its count reset."""
-    from flax import nnx
-
     if rng is None:
         return rng_template
     typed = jax.numpy.issubdtype(rng.dtype, jax.dtypes.prng_key)
@@ -244,8 +234,6 @@ def _reseeded(rng_template: Any, rng: jax.Array | None) -> Any:
             values[path] = jax.random.split(key, value.shape) if value.shape else key
         else:
             values[path] = jax.numpy.zeros_like(value)
-    from flax import traverse_util
-
     return _filled(rng_template, traverse_util.unflatten_dict(values))
 
 
