@@ -26,12 +26,15 @@ class Samples:
     def __init__(self, samples: np.ndarray, labels: np.ndarray | None = None) -> None:
         self.raw = np.asarray(samples)
         self.labels = None if labels is None else np.asarray(labels)
+        self._points: np.ndarray | None = None
         self._images: np.ndarray | None = None
         self._features: dict[str, np.ndarray] = {}
 
     @property
     def points(self) -> np.ndarray:
-        return self.raw.astype(np.float64)
+        if self._points is None:
+            self._points = self.raw.astype(np.float64)
+        return self._points
 
     @property
     def images(self) -> np.ndarray:
@@ -50,6 +53,8 @@ class Samples:
 
 
 class FeatureSpaceLike(Protocol):
+    """A named feature function (`features.FeatureSpace`)."""
+
     name: str
 
     def __call__(self, images: np.ndarray) -> np.ndarray: ...

@@ -11,8 +11,6 @@ held-out digits, the floor a start line reports.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from wgan_jax.data.digits import digits_source, stacked_digits_classes
@@ -62,7 +60,7 @@ class StackedLabelEvaluator:
 
 
 def heldout_label_accuracy(
-    classifier: Any, image_size: int, num_channels: int
+    classifier: DigitClassifier, image_size: int, num_channels: int
 ) -> tuple[float, int]:
     """(label accuracy, count) of the digit classifier on its held-out real digits at this
     size and channel count, read as the evaluator reads samples: the floor of
