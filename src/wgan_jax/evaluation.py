@@ -7,8 +7,12 @@ anything is written. The evaluators that compute the plan are in `wgan_jax.evalu
 (`make_evaluator(config, reference_fn)`): toy mixtures (modes, high_quality, reverse_kl, w1),
 swiss rolls (w1), feature metrics named after their feature space (`eval/fid_digits`,
 `eval/fid_inception` and `eval/is`), stacked digits (modes, kl) and the label metrics of
-conditional runs (`CLASS_METRICS`; a per-class FID needs `eval.num_samples >= CLASS_SAMPLES *
-classes`).
+conditional runs. Conditional `digits` runs get `CLASS_METRICS`; a per-class FID needs enough
+samples of every class: `eval.num_samples >= CLASS_SAMPLES * classes` (the default 2,500 gives
+~250 generated against ~140 distinct real digits per class). Conditional `stacked_digits` runs
+get `eval/label_accuracy` but no per-class FID (1000 classes at 100 samples each would need
+100,000 samples); conditional runs of other data (no digit classifier reads their classes) get
+no label metrics, and the start line says so.
 
 "auto" resolves to the digit features for the `digits` and `stacked_digits` datasets, to
 Inception when `eval.inception_weights` is set, and otherwise to nothing: other images are not
