@@ -116,7 +116,7 @@ def heldout_metrics(config, gan, state, seed: int, memorised: bool = False) -> d
     """
     from wgan_jax.data.digits import digits_source
     from wgan_jax.data.images import SubsetSource, to_float
-    from wgan_jax.evaluation import evaluate_state, make_evaluator
+    from wgan_jax.evaluators import evaluate_state, make_evaluator
 
     images = to_float(digits_source(config.image_size, config.num_channels).images)
     train_idx, test_idx = heldout_split(config)
@@ -150,8 +150,8 @@ def verdict(row: Mapping) -> tuple[str, str]:
 
 def sample_strip(gan, state, config, num: int, seed: int) -> np.ndarray:
     """`num` samples of `state` in one RGB uint8 row (RGBA over a checkerboard)."""
-    from wgan_jax.evaluation import draw_samples
     from wgan_jax.plots import grid_rgb
+    from wgan_jax.sampling import draw_samples
 
     use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
     images = draw_samples(gan, state, num, seed=seed, use_ema=use_ema)

@@ -449,7 +449,7 @@ def run_quality(args) -> None:
     evaluates the final checkpoint and prints mean +- std of every evaluation metric."""
     from common import ms, train_timed
 
-    from wgan_jax.evaluation import evaluate_state, evaluator_for_data
+    from wgan_jax.evaluators import evaluate_state, evaluator_for_data
     from wgan_jax.runs import load_run
 
     platform = check_platform(args.expect_platform)

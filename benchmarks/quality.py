@@ -16,7 +16,7 @@ classifier assigns to their label (`eval/label_accuracy`) and the FID within eac
 (`eval/fid_digits_class_mean`, `..._class_worst`), with the floor: the classifier's accuracy on
 its held-out digits and the per-class FID of an independent draw of real digits. Each run
 trains in this process with `wgan_jax.train.train_and_evaluate` and is evaluated with
-`wgan_jax.evaluation.evaluate_state` on the final checkpoint (EMA weights when the config keeps
+`wgan_jax.evaluators.evaluate_state` on the final checkpoint (EMA weights when the config keeps
 them). Wall and CPU time (user + system, all threads of this process) are the training's
 alone; say what else ran on the machine when you quote wall time.
 """
@@ -60,7 +60,7 @@ PUBLISHED = {
 
 def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     """Train one (config, seed) from scratch and evaluate its final checkpoint."""
-    from wgan_jax.evaluation import evaluate_state, evaluator_for_data
+    from wgan_jax.evaluators import evaluate_state, evaluator_for_data
     from wgan_jax.runs import load_run
 
     config = load_config(name)
@@ -94,13 +94,14 @@ def conditional_floor(config, evaluator, seed: int) -> dict:
     classifier's accuracy on its 297 held-out digits at the run's size (what the evaluator's
     start line logs); "floor/fid_digits_class_*" and "floor/fid_digits" score an independent
     draw of `eval.num_samples` real digits, with their labels, against the same reference."""
-    from wgan_jax.evaluation import heldout_label_accuracy
+    from wgan_jax.evaluators import heldout_label_accuracy
 
     data = _pipeline(config)
     n, draw = int(config.eval.num_samples), 10_000 + seed
     floor = renamed("floor", evaluator(data.reference_samples(n, draw),
                                         data.reference_labels(n, draw)))
-    floor["floor/label_accuracy"] = heldout_label_accuracy(config, evaluator.classifier)[0]
+    floor["floor/label_accuracy"] = heldout_label_accuracy(
+        evaluator.classifier, config.image_size, config.num_channels)[0]
     return floor
 
 

@@ -21,7 +21,7 @@ from conftest import REPO, run_module
 from PIL import Image
 from test_bad_input import _assert_clean_failure
 
-from wgan_jax import evaluation, fs, records, runs
+from wgan_jax import fs, records, runs, sampling
 from wgan_jax.config import (
     apply_overrides,
     data_shape,
@@ -125,13 +125,13 @@ def _toy_run() -> runs.Run:
 def _recording_generator(monkeypatch) -> list[int]:
     """Records the number of latents of every generator call `iter_samples` makes."""
     sizes: list[int] = []
-    real = evaluation.generate_from_latents
+    real = sampling.generate_from_latents
 
     def recording(gan, state, z, use_ema, labels=None):
         sizes.append(len(z))
         return real(gan, state, z, use_ema, labels)
 
-    monkeypatch.setattr(evaluation, "generate_from_latents", recording)
+    monkeypatch.setattr(sampling, "generate_from_latents", recording)
     return sizes
 
 
@@ -150,14 +150,14 @@ def test_write_samples_streams_blocks_and_equals_one_shot_generation(tmp_path, m
     # The same as generating from all the blocks' latents at once.
     z = np.concatenate([np.asarray(runs.block_latents(3, k, min(7, 30 - 7 * k), 2))
                         for k in range(5)])
-    one_shot = evaluation.generate_from_latents(run.gan, run.state, z, False)
+    one_shot = sampling.generate_from_latents(run.gan, run.state, z, False)
     np.testing.assert_allclose(samples, one_shot, rtol=1e-6, atol=1e-6)
     # The first N of a larger draw; and N <= a block is the one-shot draw of earlier versions.
     runs.write_samples(run, str(tmp_path / "t.npy"), 12, seed=3, block=7)
     np.testing.assert_array_equal(np.load(tmp_path / "t.npy"), samples[:12])
     runs.write_samples(run, str(tmp_path / "u.npy"), 5, seed=3)
     np.testing.assert_allclose(np.load(tmp_path / "u.npy"),
-                               evaluation.draw_samples(run.gan, run.state, 5, 3, False),
+                               sampling.draw_samples(run.gan, run.state, 5, 3, False),
                                rtol=1e-6, atol=1e-6)
     assert sorted(os.listdir(tmp_path)) == ["s.npy", "t.npy", "u.npy"]  # no temporary left
 
@@ -187,7 +187,7 @@ def test_write_samples_png_and_refusals_write_nothing(tmp_path):
 
 def test_write_samples_that_fail_midway_leave_no_file(tmp_path, monkeypatch):
     run = _toy_run()
-    real = evaluation.generate_from_latents
+    real = sampling.generate_from_latents
     calls = []
 
     def failing(gan, state, z, use_ema, labels=None):
@@ -196,7 +196,7 @@ def test_write_samples_that_fail_midway_leave_no_file(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         return real(gan, state, z, use_ema, labels)
 
-    monkeypatch.setattr(evaluation, "generate_from_latents", failing)
+    monkeypatch.setattr(sampling, "generate_from_latents", failing)
     with pytest.raises(UserError, match="No space left on device"):
         runs.write_samples(run, str(tmp_path / "s.npy"), 30, seed=0, block=7)
     assert os.listdir(tmp_path) == []

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import run_module
 
-from wgan_jax import evaluation
+from wgan_jax import evaluators
 from wgan_jax.config import apply_overrides, get_config_schema
 from wgan_jax.errors import ConfigError
 from wgan_jax.eval_plan import eval_plan
@@ -57,7 +57,7 @@ def evaluator(data_dir, split):
     """A conditional digits evaluator whose real reference is the classifier's train split."""
     (images, labels), _ = split
     frequencies = tuple(np.bincount(labels, minlength=10) / len(labels))
-    return evaluation.make_evaluator(
+    return evaluators.make_evaluator(
         _config(data_dir=str(data_dir)), lambda n, seed: images, kid_subsets=10,
         reference_labels=lambda n, seed: labels, class_frequencies=frequencies)
 
@@ -104,7 +104,7 @@ def test_label_accuracy_is_read_class_by_class(data_dir, split):
     """All samples 3s, half of them asked for as 3s and half as 5s: accuracy about 1/2 (not
     the classifier's accuracy, not the class balance), and the 5s are the worst class."""
     (images, labels), (held_out, truth) = split
-    ev = evaluation.make_evaluator(
+    ev = evaluators.make_evaluator(
         _config(data_dir=str(data_dir)), lambda n, seed: images, kid_subsets=2,
         reference_labels=lambda n, seed: labels,
         class_frequencies=(0.0,) * 3 + (0.5, 0.0, 0.5) + (0.0,) * 4)
@@ -119,7 +119,7 @@ def test_label_accuracy_is_read_class_by_class(data_dir, split):
 def test_start_line_names_the_class_metrics_and_the_held_out_floor(data_dir, split, caplog):
     (images, labels), _ = split
     with caplog.at_level(logging.INFO, logger="wgan_jax"):
-        evaluation.make_evaluator(
+        evaluators.make_evaluator(
             _config(data_dir=str(data_dir)), lambda n, seed: images,
             reference_labels=lambda n, seed: labels, class_frequencies=(0.1,) * 10)
     line = caplog.records[-1].getMessage()
@@ -155,7 +155,7 @@ def test_stacked_digits_label_accuracy(data_dir):
     source = stacked_digits_source(8)
     images = to_float(np.stack([source[i] for i in range(500)]))
     classes = stacked_digits_classes(source.labels[:500])
-    ev = evaluation.make_evaluator(config, lambda n, seed: images, kid_subsets=5,
+    ev = evaluators.make_evaluator(config, lambda n, seed: images, kid_subsets=5,
                                    class_frequencies=(1 / 1000,) * 1000)
     assert ev(images, classes)["eval/label_accuracy"] > 0.9
     assert ev(images, (classes + 1) % 1000)["eval/label_accuracy"] < 0.05
@@ -171,7 +171,7 @@ def test_too_few_samples_per_class_is_a_config_error(split):
     eval_plan(few, 10)
     (images, labels), _ = split
     with pytest.raises(ConfigError, match=r"^config.eval.num_samples: 999, "):
-        evaluation.make_evaluator(few, lambda n, seed: images, class_frequencies=(0.1,) * 10,
+        evaluators.make_evaluator(few, lambda n, seed: images, class_frequencies=(0.1,) * 10,
                                   reference_labels=lambda n, seed: labels)
 
 

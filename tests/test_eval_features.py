@@ -14,12 +14,16 @@ import pytest
 from conftest import REPO, run_module
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import diagnose, evaluation
+from wgan_jax import diagnose, evaluation, evaluators
 from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.data.sources import num_classes
 from wgan_jax.errors import ConfigError
 from wgan_jax.eval_plan import eval_plan, metric_names
 from wgan_jax.metrics import ranking
+
+
+def _plan(config):
+    return eval_plan(config, num_classes(config))
 
 FEATURE_NAMES = ("fid", "kid", "precision", "recall", "density", "coverage")
 
@@ -156,7 +160,7 @@ def halves():
 def _evaluator(channels, reference, data_dir):
     config = _config("digits", channels, eval_every=10, data_dir=str(data_dir),
                      **{"eval.num_samples": 800})
-    return evaluation.make_evaluator(config, lambda n, seed: reference[:n], kid_subsets=10)
+    return evaluators.make_evaluator(config, lambda n, seed: reference[:n], kid_subsets=10)
 
 
 @pytest.mark.parametrize("channels", [3, 4])
@@ -255,7 +259,8 @@ def test_checkpointer_and_diagnose_pick_the_same_best(tmp_path, wanted, metric, 
     assert best == {"step": step, "metric": metric, "value": EVALS[step][metric]}
     assert (report["metric"], report["step"], report["checkpoint"]) == (metric, step, step)
     # Early stopping and the evaluator rank by the same metric and direction.
-    ev = evaluation.Evaluator("digits", lambda n, seed: None, num_reference=2, metric=wanted)
+    ev = evaluators.Evaluator(_plan(_config("digits", 1,
+                                                         **{"eval.metric": wanted})), [])
     assert ev.metric == metric
     early = evaluation.make_early_stopping(
         _config("digits", 1, eval_every=1, **{"early_stopping.patience": 1}), ev)

@@ -7,10 +7,17 @@ import json
 import numpy as np
 import pytest
 
-from wgan_jax import evaluation
+from wgan_jax import evaluation, evaluators
 from wgan_jax.config import get_config_schema
 from wgan_jax.data import toy
-from wgan_jax.evaluation import EarlyStopping, make_early_stopping, make_evaluator
+from wgan_jax.data.sources import num_classes
+from wgan_jax.eval_plan import eval_plan
+from wgan_jax.evaluation import EarlyStopping, make_early_stopping
+from wgan_jax.evaluators import make_evaluator
+
+
+def _plan(config):
+    return eval_plan(config, num_classes(config))
 
 
 def _config(dataset: str, **kw):
@@ -189,15 +196,18 @@ class _FakeInception:
         probs = np.exp(logits - logits.max(axis=1, keepdims=True))
         return feats, probs / probs.sum(axis=1, keepdims=True)
 
+    def features(self, images):
+        return self.features_and_probs(images)[0]
+
 
 def test_inception_kind_wiring():
     rng = np.random.default_rng(0)
     real = rng.uniform(-1, 1, (300, 8, 8, 4)).astype(np.float32)
     fake_extractor = _FakeInception()
-    ev = evaluation.Evaluator(
-        "inception", lambda n, seed: real[:n], num_reference=300,
-        feature_fn=lambda x: fake_extractor.features_and_probs(x[..., :3])[0],
-        inception=evaluation._ThreeChannels(fake_extractor), kid_subsets=5)
+    config = _config("folder:/rgba", num_channels=4, eval_every=0)
+    config.eval.inception_weights = "weights.pth"  # not loaded: the extractor is given
+    ev = evaluators.from_plan(_plan(config), lambda n, seed: real[:n],
+                              num_samples=300, extractor=fake_extractor, kid_subsets=5)
     out = ev(rng.uniform(-1, 1, (300, 8, 8, 4)).astype(np.float32))
     assert set(out) == set(ev.metric_names()) and "eval/is" in out
     zeros = ev(np.zeros((300, 8, 8, 4), np.float32))

@@ -15,7 +15,7 @@ import numpy as np
 import optax
 import pytest
 
-from wgan_jax import evaluation, precision, runs
+from wgan_jax import evaluators, precision, runs
 from wgan_jax.config import data_shape, get_config_schema, validate_config
 from wgan_jax.errors import ConfigError
 from wgan_jax.state import GAN, create_train_state
@@ -132,7 +132,7 @@ def test_evaluation_samples_at_the_configs_precision():
     c = get_config_schema()
     c.matmul_precision = "highest"
     evaluator = lambda samples: {"eval/n": float(len(samples))}  # noqa: E731
-    assert evaluation.evaluate_state(c, gan, state, evaluator=evaluator, num_samples=5) == {
+    assert evaluators.evaluate_state(c, gan, state, evaluator=evaluator, num_samples=5) == {
         "eval/n": 5.0}
     assert spy.seen == ["highest"]
 

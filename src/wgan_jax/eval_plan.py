@@ -4,7 +4,7 @@
 (`wgan_jax.data.sources.num_classes`), what evaluation computes and on which feature space
 (`config.eval.features`: "auto", "digits", "inception" or "none"). The trainer calls it with
 `validate_config` before anything is written, so a run that asks for something impossible
-stops with a one-line `ConfigError`; the evaluator (`wgan_jax.evaluation.make_evaluator`)
+stops with a one-line `ConfigError`; the evaluator (`wgan_jax.evaluators.make_evaluator`)
 builds what it says. Which metric is better which way, and which one picks the best checkpoint,
 is `wgan_jax.metrics.ranking`'s rule.
 """

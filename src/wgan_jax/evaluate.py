@@ -3,7 +3,7 @@
 
 Prints a table (metric, value, and which direction is better), or with `--json` one JSON object
 `{"workdir", "step", "num_samples", "ema", "dataset", "metrics": {"eval/...": value}}` on stdout.
-The metrics are those `wgan_jax.evaluation.make_evaluator` picks for the run's dataset; the EMA
+The metrics are those `wgan_jax.evaluators.make_evaluator` picks for the run's dataset; the EMA
 generator is used when the run kept one. Bad input exits with status 2 and one `error:` line.
 """
 

@@ -10,23 +10,26 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import ml_collections
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
-from wgan_jax import fs, precision
+from wgan_jax import checkpoint as ckpt
+from wgan_jax import fs, plots, precision, sampling
 from wgan_jax.config import data_shape
 from wgan_jax.data.sources import num_classes
 from wgan_jax.errors import ConfigError, UserError
+from wgan_jax.evaluators import evaluate_state, evaluator_for_data
+from wgan_jax.models import build_models
 from wgan_jax.run_config import OBJECTS_KEY, load_config_json, read_config_dict
+from wgan_jax.state import GAN, TrainState, create_train_state, make_optimizers
+from wgan_jax.step import make_mesh
 
-if TYPE_CHECKING:
-    import numpy as np
-
-    from wgan_jax.state import GAN, TrainState
-
-# JAX, Flax and orbax are imported where used: reading a run's config (e.g. for `diagnose`)
-# needs none of them.
 log = logging.getLogger("wgan_jax")
 
 
@@ -44,8 +47,6 @@ def build_networks(
                 f"config.model.{which}: names {config.model[which]!r} but a {which} object "
                 "was passed too; give one of them"
             )
-    from wgan_jax.models import build_models
-
     if generator is None or critic is None:
         config_g, config_c = build_models(config)
         generator = config_g if generator is None else generator
@@ -60,8 +61,6 @@ def build_gan(
     lr_scale: float = 1.0,
 ) -> GAN:
     """The networks (the caller's, else the config's) with their optimizers."""
-    from wgan_jax.state import GAN, make_optimizers
-
     if generator is None or critic is None:
         generator, critic = build_networks(config, generator, critic)
     g_tx, d_tx = make_optimizers(config, lr_scale)
@@ -73,20 +72,12 @@ def abstract_state(state: Any, mesh) -> Any:
 
     Restoring into this places a checkpoint written on any device count on the current mesh.
     """
-    import jax
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
     sharding = NamedSharding(mesh, P())
     return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), state)
 
 
 def abstract_train_state(gan: GAN, config: ml_collections.ConfigDict, mesh) -> Any:
     """The `TrainState` structure on `mesh` without computing it (no init, no compilation)."""
-    import jax
-
-    from wgan_jax.state import create_train_state
-
     shape = data_shape(config)
     return abstract_state(
         jax.eval_shape(lambda: create_train_state(gan, shape, config.seed, config.ema_decay > 0,
@@ -142,9 +133,6 @@ def load_run(workdir: str, checkpoint: str = "latest", *, generator: Any = None,
     raises `UserError` saying so). Their weights come from the checkpoint, not from them.
     Read-only: a trainer may be writing this workdir right now.
     """
-    from wgan_jax import checkpoint as ckpt
-    from wgan_jax.step import make_mesh
-
     if not fs.isdir(workdir):
         raise UserError(f"workdir {workdir!r} does not exist")
     try:
@@ -193,15 +181,11 @@ def block_latents(seed: int, block: int, rows: int, z_dim: int,
     (or truncated at +-psi `truncation`) from `PRNGKey(seed)` for block 0, from
     `fold_in(PRNGKey(seed), block)` after it. Block 0 of `rows` <= `SAMPLE_BLOCK` samples is
     exactly `jax.random.normal(PRNGKey(seed), (rows, z_dim))`, the draw of earlier versions."""
-    import jax
-
-    from wgan_jax.sampling import truncated_normal_latents
-
     key = jax.random.PRNGKey(seed)
     if block:
         key = jax.random.fold_in(key, block)
     if truncation is not None:
-        return truncated_normal_latents(key, rows, z_dim, truncation)
+        return sampling.truncated_normal_latents(key, rows, z_dim, truncation)
     return jax.random.normal(key, (rows, z_dim))
 
 
@@ -215,11 +199,6 @@ def iter_samples(
     `num` never holds more than one block in memory. Every block is generated at the full
     `block` size (the last one padded and cut), so the generator compiles once. The generator
     runs at `matmul_precision` (the run's `config.matmul_precision`, see `wgan_jax.precision`)."""
-    import jax.numpy as jnp
-    import numpy as np
-
-    from wgan_jax.evaluation import generate_from_latents as generate
-
     _check_ema(state, use_ema)
     for label in ([None] if labels is None else labels):
         for k, first in enumerate(range(0, num, block)):
@@ -233,7 +212,7 @@ def iter_samples(
             elif gan.num_classes:
                 y = (np.arange(first, first + len(z)) % gan.num_classes).astype(np.int32)
             with precision.scope(matmul_precision):
-                samples = generate(gan, state, z, use_ema, y)
+                samples = sampling.generate_from_latents(gan, state, z, use_ema, y)
             yield samples[:rows]
 
 
@@ -249,8 +228,6 @@ def generate_samples(
     for the EMA generator; a run that kept none raises `UserError`. All in memory: for a large
     `num` use `write_samples`, which streams to a file.
     """
-    import numpy as np
-
     return np.concatenate(list(iter_samples(gan, state, num, seed, use_ema, truncation,
                                             matmul_precision=matmul_precision)))
 
@@ -291,8 +268,6 @@ def write_samples(
     plot. `UserError` (before anything is written) for a path `check_sample_out` refuses, and
     when writing fails (e.g. the disk is full; the partial file is removed).
     """
-    import numpy as np
-
     toy = len(data_shape(run.config)) == 1
     per_class = 1 if labels is None else len(labels)
     if labels is not None:
@@ -302,8 +277,6 @@ def write_samples(
                           run.config.matmul_precision)
     total = num * per_class
     if extension == ".png":
-        from wgan_jax import plots
-
         samples = np.concatenate(list(blocks))
         try:
             if toy:
@@ -343,10 +316,8 @@ def generate_from_latents(
 ) -> np.ndarray:
     """The generator's float32 outputs for the latents `z` [N, z_dim] (the EMA weights with
     `use_ema`; a run that kept none raises `UserError`)."""
-    from wgan_jax.evaluation import generate_from_latents as generate
-
     _check_ema(state, use_ema)
-    return generate(gan, state, z, use_ema)
+    return sampling.generate_from_latents(gan, state, z, use_ema)
 
 
 def _check_ema(state: TrainState, use_ema: bool) -> None:
@@ -368,8 +339,6 @@ def write_interpolation(
     a `.gif` path an animation of `steps` frames. Another extension, a toy (2-D) run or fewer
     than 2 steps raise `UserError` before anything is written.
     """
-    from wgan_jax import sampling
-
     extension = os.path.splitext(path)[1].lower()
     if extension not in INTERPOLATION_FORMATS:
         raise UserError(f"an interpolation is written as .png or .gif, not {path!r}")
@@ -395,8 +364,6 @@ def generate_class_samples(
     columns is class `labels[k]`. `UserError` for an unconditional run or an unknown class.
     The generator runs at `matmul_precision` (the run's `config.matmul_precision`).
     """
-    import numpy as np
-
     check_labels(gan, labels)
     return np.concatenate(list(iter_samples(gan, state, num, seed, use_ema, labels=labels,
                                             matmul_precision=matmul_precision)))
@@ -418,8 +385,6 @@ def write_class_grid(
     """Writes a PNG grid of `num` samples of each class in `labels`, one class per row
     (`generate_class_samples`: the same latents in every row); the samples' shape.
     `UserError` for an unconditional run or an unknown class, before anything is written."""
-    from wgan_jax import plots
-
     samples = generate_class_samples(run.gan, run.state, num, seed, labels, use_ema,
                                      run.config.matmul_precision)
     plots.save_image_grid(path, samples, ncols=num)
@@ -430,8 +395,6 @@ def evaluate_run(workdir: str, checkpoint: str = "latest", num: int | None = Non
                  seed: int = 0, *, generator: Any = None, critic: Any = None) -> dict[str, Any]:
     """The sample-quality metrics of one checkpoint of `workdir`, with the settings used
     (`generator`, `critic`: as for `load_run`)."""
-    from wgan_jax.evaluation import evaluate_state, evaluator_for_data
-
     config, gan, state, step = load_run(workdir, checkpoint, generator=generator, critic=critic)
     if num is not None:
         config.eval.num_samples = num

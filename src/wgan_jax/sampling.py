@@ -1,4 +1,10 @@
-"""Sampling controls: truncated latents, spherical interpolation, and their PNG/GIF writers.
+"""Sampling: the one jitted generator, truncated latents, spherical interpolation, writers.
+
+* `jitted_generator(gan, use_ema)`: THE jitted inference-mode generator of a GAN, kept across
+  calls (per GAN and `use_ema`, for the most recent GAN), so that evaluation, `sample` and the
+  trainer's progress pictures share one program per batch shape and precision;
+  `generate_from_latents` runs it in batches of `GENERATOR_BATCH` and `draw_samples` on seeded
+  N(0, I) latents (the callers choose the precision, `precision.scope`).
 
 Library functions, deterministic for a seed (a `sample --truncation PSI` / `--interpolate STEPS
 --out FILE.png|FILE.gif` face calls them; see the README):
@@ -18,15 +24,64 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from PIL import Image
 
 from wgan_jax import fs, plots
 from wgan_jax.errors import UserError
+from wgan_jax.state import GAN, TrainState, apply_generator
 
 _PARALLEL = 1e-6  # sin(angle) below this: the endpoints are (anti)parallel, interpolate linearly
+GENERATOR_BATCH = 1000  # latents per call of the jitted generator in `generate_from_latents`
+
+Generator = Callable[[TrainState, jax.Array, "jax.Array | None"], jax.Array]
+_GENERATORS: dict[str, Any] = {"gan": None, "fns": {}}  # the most recent GAN's, per use_ema
+
+
+def jitted_generator(gan: GAN, use_ema: bool) -> Generator:
+    """`fn(state, z, labels)`: `gan`'s generator in inference mode, jitted (the EMA weights
+    with `use_ema`; a conditional generator's of classes `labels`, None: sample i of class
+    i % classes, see `state.apply_generator`).
+
+    Kept across calls, so the evaluations and pictures of a training run compile once; a new
+    GAN object (e.g. after a rollback) compiles anew and releases the last one's programs.
+    """
+    if _GENERATORS["gan"] is not gan:
+        _GENERATORS.update(gan=gan, fns={})
+    fns = _GENERATORS["fns"]
+    if bool(use_ema) not in fns:
+        fns[bool(use_ema)] = jax.jit(
+            lambda s, z, y: apply_generator(gan, s, z, use_ema=use_ema, labels=y))
+    return fns[bool(use_ema)]
+
+
+def generate_from_latents(
+    gan: GAN, state: TrainState, z: Any, use_ema: bool, labels: Any = None
+) -> np.ndarray:
+    """The generator's float32 outputs for latents `z` [N, z_dim], in batches of
+    `GENERATOR_BATCH`; a conditional generator's of classes `labels` [N] (None: sample i of
+    class i % classes)."""
+    fn = jitted_generator(gan, use_ema)
+    if labels is None and gan.num_classes:
+        labels = np.arange(len(z), dtype=np.int32) % gan.num_classes
+    parts = [np.asarray(fn(state, z[i : i + GENERATOR_BATCH],
+                           None if labels is None else labels[i : i + GENERATOR_BATCH]))
+             for i in range(0, len(z), GENERATOR_BATCH)]
+    return np.concatenate(parts).astype(np.float32)
+
+
+def draw_samples(
+    gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool, labels: Any = None
+) -> np.ndarray:
+    """`num` float32 samples from N(0, I) latents drawn with `seed` (`generate_from_latents`;
+    a conditional generator's of classes `labels`)."""
+    z = jax.random.normal(jax.random.PRNGKey(seed), (num, gan.z_dim))
+    return generate_from_latents(gan, state, z, use_ema, labels)
 
 
 def _check_psi(psi: float) -> None:
@@ -98,8 +153,6 @@ def save_interpolation_gif(
     least `min_tile` px per image, with a bar under them that grows with s (so no two frames
     are equal and none is merged away). Loops forever; written atomically.
     """
-    from PIL import Image
-
     images = np.asarray(images)
     rows, steps = images.shape[:2]
     factor = max(1, math.ceil(min_tile / images.shape[2]))

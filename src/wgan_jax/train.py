@@ -21,7 +21,7 @@ import ml_collections
 import numpy as np
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import evaluation, fs, input_pipeline, plots, precision, records
+from wgan_jax import evaluation, evaluators, fs, input_pipeline, plots, precision, records
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.data.sources import check_num_classes, num_classes
 from wgan_jax.errors import StoppedDuringSetup, UserError
@@ -399,7 +399,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main,
         step_fn = make_train_step(StepConfig.from_config(config, it.class_frequencies), mesh, gan)
         sampler = _Sampler(gan, config, it.reference_samples(1000, config.seed))
         evaluator = (
-            evaluation.evaluator_for_data(config, it, seed=config.seed)
+            evaluators.evaluator_for_data(config, it, seed=config.seed)
             if config.eval_every else None
         )
         early = evaluation.make_early_stopping(config, evaluator)
@@ -453,7 +453,7 @@ def _train(config, workdir, mesh, it, generator, critic, is_main,
                 # An evaluation's checkpoint competes for checkpoints/best.json.
                 eval_metrics: dict[str, float] | None = None
                 if due.evaluate:
-                    eval_metrics = evaluation.evaluate_state(
+                    eval_metrics = evaluators.evaluate_state(
                         config, gan, state, seed=config.seed, evaluator=evaluator
                     )
                     writer.write_scalars(step, eval_metrics)

@@ -1,7 +1,7 @@
 """Metrics of class-conditional generators: labels for the samples, label accuracy, per-class FID.
 
 Pure numpy. The classifier that reads the samples and the features FID compares are the
-caller's (`wgan_jax.evaluation` uses the digit classifier for both).
+caller's (`wgan_jax.evaluators` uses the digit classifier for both).
 """
 
 from __future__ import annotations

@@ -1,0 +1,116 @@
+"""Builds the run's evaluator from its metric plan: `from_plan` (typed pieces) and
+`make_evaluator` (a config: loads the digit classifier or the Inception network it needs and
+logs one line saying what is evaluated on which features)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import ml_collections
+
+from wgan_jax.data.sources import num_classes, resolve_data_dir
+from wgan_jax.eval_plan import EvalPlan, check_class_samples, eval_plan
+from wgan_jax.evaluators.base import LabelsFn, ReferenceFn
+from wgan_jax.evaluators.composite import Evaluator, Part
+from wgan_jax.evaluators.conditional import (
+    ClassEvaluator,
+    StackedLabelEvaluator,
+    heldout_label_accuracy,
+)
+from wgan_jax.evaluators.features import (
+    FEATURE_CAP,
+    FeatureEvaluator,
+    FeatureSpace,
+    InceptionEvaluator,
+)
+from wgan_jax.evaluators.spaces import digit_features, inception_features, load_inception
+from wgan_jax.evaluators.stacked import StackedDigitsEvaluator
+from wgan_jax.evaluators.toy import ModeEvaluator, W1Evaluator
+from wgan_jax.metrics.digits_classifier import DigitClassifier
+
+log = logging.getLogger("wgan_jax")
+
+
+def from_plan(
+    plan: EvalPlan, reference_fn: ReferenceFn, *, num_samples: int, seed: int = 0,
+    kid_subsets: int = 100, mixture: str = "", classifier: DigitClassifier | None = None,
+    extractor: Any = None, reference_labels: LabelsFn | None = None,
+    class_frequencies: tuple[float, ...] = (),
+) -> Evaluator:
+    """The evaluators `plan` asks for, in one `Evaluator`.
+
+    `reference_fn(n, seed)` returns n real examples (and `reference_labels(n, seed)` their
+    labels, for class metrics); `mixture` names a toy mixture; `classifier` (digit features,
+    stacked digits, class metrics) and `extractor` (Inception features) read images.
+    """
+    if plan.kind in ("toy", "swissroll"):
+        parts: list[Part] = [ModeEvaluator(mixture)] if plan.kind == "toy" else []
+        parts.append(W1Evaluator(reference_fn, seed))
+        return Evaluator(plan, parts, class_frequencies=class_frequencies)
+    fn = (inception_features(extractor) if plan.features == "inception"
+          else digit_features(classifier, per_channel=plan.kind == "stacked"))
+    space = FeatureSpace(plan.features, fn, reference_fn, seed=seed, labels_fn=reference_labels,
+                         num_reference=min(num_samples, FEATURE_CAP))
+    parts = []
+    if plan.kind == "stacked":
+        parts.append(StackedDigitsEvaluator(classifier))
+    if plan.stacked_labels:
+        parts.append(StackedLabelEvaluator(classifier))
+    parts.append(FeatureEvaluator(space, kid_subsets=kid_subsets) if extractor is None
+                 else InceptionEvaluator(space, extractor, kid_subsets=kid_subsets))
+    if plan.class_metrics:
+        parts.append(ClassEvaluator(classifier, space, class_frequencies))
+    return Evaluator(plan, parts, class_frequencies=class_frequencies, classifier=classifier)
+
+
+def make_evaluator(
+    config: ml_collections.ConfigDict,
+    reference_fn: ReferenceFn,
+    seed: int = 0,
+    kid_subsets: int = 100,
+    *,
+    reference_labels: LabelsFn | None = None,
+    class_frequencies: tuple[float, ...] = (),
+) -> Evaluator | None:
+    """The evaluator the config's plan asks for, or None (with a warning) when no metric
+    applies; logs one line saying which metrics are computed on which features.
+
+    `reference_fn(n, seed)` returns n real examples (`DataIterator.reference_samples`); a
+    conditional run also needs `class_frequencies` and, for its class metrics,
+    `reference_labels(n, seed)` (`DataIterator.class_frequencies`, `.reference_labels`;
+    `evaluator_for_data` passes all three).
+    `kid_subsets` (100 in torch-fidelity's protocol) trades KID's variance for time.
+    Raises `ConfigError` for an impossible `config.eval` and `UserError` when
+    `config.eval.inception_weights` names a file that cannot be loaded.
+    """
+    classes = num_classes(config)
+    plan = eval_plan(config, classes)
+    if plan.class_metrics:
+        check_class_samples(config, classes)
+    if config.model.conditional != "none" and not class_frequencies:
+        raise ValueError("the evaluator of a conditional run needs the data's class_frequencies")
+    if plan.kind == "none":
+        log.warning("evaluation: nothing to compute: %s; to evaluate, set "
+                    "config.eval.inception_weights to the pytorch-fid Inception weights "
+                    "(pt_inception-2015-12-05-*.pth or an .npz of them)", plan.description)
+        return None
+    classifier = None
+    if plan.kind == "stacked" or plan.features == "digits":
+        classifier = DigitClassifier.load_or_train(resolve_data_dir(config))
+    extractor = None
+    if plan.features == "inception":
+        extractor = load_inception(config.eval.inception_weights)
+    evaluator = from_plan(
+        plan, reference_fn, num_samples=int(config.eval.num_samples), seed=seed,
+        kid_subsets=kid_subsets, mixture=config.dataset.partition(":")[2],
+        classifier=classifier, extractor=extractor, reference_labels=reference_labels,
+        class_frequencies=tuple(class_frequencies))
+    if plan.class_metrics:
+        accuracy, size = heldout_label_accuracy(classifier, config.image_size,
+                                                config.num_channels)
+        log.info("%s; real held-out digits (%d, %d px): label accuracy %.1f%%",
+                 plan.description, size, config.image_size, 100 * accuracy)
+    else:
+        log.info("%s", plan.description)
+    return evaluator
