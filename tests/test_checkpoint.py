@@ -55,8 +55,8 @@ def test_best_retention_keeps_newest_and_best(tmp_path):
     c.close()
 
 
-def test_best_metric_chosen_automatically_higher_is_better(tmp_path):
-    c = ckpt.Checkpointer(str(tmp_path), keep=1)
+def test_best_checkpoint_higher_is_better(tmp_path):
+    c = ckpt.Checkpointer(str(tmp_path), keep=1, best_metric="eval/modes")
     c.save(1, _state(1), {"position": 1}, {"eval/modes": 20.0, "eval/kl": 0.5})
     c.save(2, _state(2), {"position": 2}, {"eval/modes": 25.0, "eval/kl": 0.4})
     c.save(3, _state(3), {"position": 3}, {"eval/modes": 22.0, "eval/kl": 0.3})

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, run_module
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import diagnose, evaluation
+from wgan_jax import diagnose, evaluation, policies
 from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.errors import ConfigError
 from wgan_jax.metrics import ranking
@@ -234,7 +234,9 @@ def test_checkpointer_and_diagnose_pick_the_same_best(tmp_path, wanted, metric, 
     with open(tmp_path / "metrics.jsonl", "w") as f:
         for s, values in EVALS.items():
             f.write(json.dumps({"step": s, "critic_loss": 0.0, **values}) + "\n")
-    c = ckpt.Checkpointer(workdir, keep=10, best_metric=wanted)
+    # The trainer hands the checkpointer the eval plan's metric.
+    plan = evaluation.eval_plan(_config("digits", 1, **{"eval.metric": wanted}))
+    c = ckpt.Checkpointer(workdir, keep=10, best_metric=plan.metric)
     for s, values in EVALS.items():
         c.save(s, {"w": jnp.full((2,), float(s))}, {"position": s}, values)
     c.wait()
@@ -247,8 +249,8 @@ def test_checkpointer_and_diagnose_pick_the_same_best(tmp_path, wanted, metric, 
     # Early stopping and the evaluator rank by the same metric and direction.
     ev = evaluation.Evaluator("digits", lambda n, seed: None, num_reference=2, metric=wanted)
     assert ev.metric == metric
-    early = evaluation.make_early_stopping(
-        _config("digits", 1, eval_every=1, **{"early_stopping.patience": 1}), ev)
+    early = policies.make_early_stopping(
+        _config("digits", 1, eval_every=1, **{"early_stopping.patience": 1}), plan.metric)
     assert early.lower_is_better == ranking.lower_is_better(metric)
 
 

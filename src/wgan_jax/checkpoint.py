@@ -13,8 +13,9 @@ step is also recorded by us in `checkpoints/best.json`, written only once that s
 committed, so tools need not trust orbax's metric bookkeeping.
 
 Evaluation feeds the "best" policy by passing its metrics to `Checkpointer.save(..., metrics=)`
-at the step it ran; `best_metric` names the metric (`config.eval.metric`; which metric and which
-way is better are decided by `wgan_jax.metrics.ranking`, the rule evaluation and `diagnose` use).
+at the step it ran; `best_metric` is the key that ranks them, chosen once by the caller (the
+trainer hands over the eval plan's `EvalPlan.metric`; which way is better is
+`wgan_jax.metrics.ranking`'s rule, the one evaluation and `diagnose` use).
 
 WORKDIR may be a URL (`gs://bucket/run`): the checkpoint directory is then handed to orbax as
 is, our own files go through `wgan_jax.fs`, and the workdir lock is skipped.
@@ -138,8 +139,29 @@ def fingerprint(tree: Any) -> list[int]:
     return [int(v) for v in jax.device_get(_fingerprint(tree))]
 
 
+def _ranking(best_metric: str, recorded: dict[str, Any] | None) -> tuple[str, float | None]:
+    """The metric that ranks checkpoints and the best value so far, given `best_metric` and the
+    record of an earlier run (best.json).
+
+    A resumed run keeps the record's metric when `best_metric` is "" or names it (`eval/fid`
+    for `eval/fid_digits`), and the record's value when its metric is `best_metric` or an
+    earlier name of it (best.json written before metric names carried their feature space
+    says `eval/fid` where the plan now says `eval/fid_digits`).
+    """
+    metric = recorded.get("metric", "") if recorded else ""
+    if metric and ranking.choose_metric([metric], best_metric):
+        best_metric = metric
+    same = bool(metric) and (metric == best_metric
+                             or ranking.choose_metric([best_metric], metric) == best_metric)
+    return best_metric, float(recorded["value"]) if recorded and same else None
+
+
 class Checkpointer:
     """Saves and restores `(state, data_state)` under `WORKDIR/checkpoints/`.
+
+    `best_metric` is the `eval/...` key whose values (`save(..., metrics=)`) rank checkpoints
+    for the best-checkpoint policy and best.json ("": none ranks them; a bare NAME means
+    `eval/NAME`).
 
     `read_only=True` is for tools (sampling, evaluation) that read a workdir a trainer may be
     writing: it never cleans temporary directories, deletes or renames anything.
@@ -161,14 +183,8 @@ class Checkpointer:
         self._pending_best: dict[str, Any] | None = None
         self._in_flight: int | None = None  # the step whose asynchronous save may be running
         self.skipped: list[tuple[int, str]] = []  # unreadable checkpoints met by restore()
-        self.best_metric = ranking.normalise(best_metric)
-        recorded = self._read_best_file()
-        if recorded and ranking.choose_metric([recorded.get("metric", "")], self.best_metric):
-            self.best_metric = recorded["metric"]
-        self._best_value = (
-            float(recorded["value"])
-            if recorded and recorded.get("metric") == self.best_metric else None
-        )
+        self.best_metric, self._best_value = _ranking(ranking.normalise(best_metric),
+                                                      self._read_best_file())
         policy = cm.AnyPreservationPolicy([
             cm.LatestN(n=keep),
             # Scores are "lower is better"; BestN keeps the last n after a descending sort.
@@ -215,16 +231,6 @@ class Checkpointer:
         if not isinstance(value, int | float) or not math.isfinite(value):
             return math.inf
         return float(value) if lower_is_better(self.best_metric) else -float(value)
-
-    def _choose_metric(self, metrics: dict[str, float]) -> None:
-        """Resolves `best_metric` ("" or a NAME such as "fid") to a reported key, once."""
-        if self.best_metric in metrics:
-            return
-        chosen = ranking.choose_metric(metrics, self.best_metric)
-        if chosen:
-            self.best_metric = chosen
-            log.info("best checkpoint chosen by %s (%s is better)", self.best_metric,
-                     "lower" if lower_is_better(self.best_metric) else "higher")
 
     def _read_best_file(self) -> dict[str, Any] | None:
         return read_best_file(self._best_path)
@@ -295,7 +301,6 @@ class Checkpointer:
             log.warning("state at step %d has non-finite values; checkpoint not saved", step)
             return False
         metrics = {k: float(v) for k, v in (metrics or {}).items()}
-        self._choose_metric(metrics)
         data = json.loads(json.dumps({**data_state, FINGERPRINT_KEY: fingerprint(state)}))
         data[DATA_FINGERPRINT_KEY] = _data_fingerprint(data)
         items: dict[str, Any] = {

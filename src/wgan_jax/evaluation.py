@@ -40,9 +40,9 @@ dataset (e.g. tfds:mnist); RGB `digits` are scored on the mean of their channels
 grey digit for real images) and RGBA `digits` sprites on their alpha (ink) channel, the channel
 that carries the digit (the class colour is not judged).
 
-`evaluate_state` samples a train state (EMA weights when the run keeps them) and evaluates;
-`EarlyStopping` turns a stream of evaluations into a stop decision whose bookkeeping is JSON,
-so checkpoints can carry it. Which metric is better which way, and which one picks the best
+`evaluate_state` samples a train state (EMA weights when the run keeps them) and evaluates
+(early stopping on those evaluations is one of the loop's policies, `wgan_jax.policies`). Which
+metric is better which way, and which one picks the best
 checkpoint, is `wgan_jax.metrics.ranking`'s rule. Everything here is deterministic for fixed
 seeds.
 """
@@ -655,57 +655,3 @@ def _jitted_generator(gan: Any, use_ema: bool) -> Any:
         fn = jax.jit(lambda s, z, y: apply_generator(gan, s, z, use_ema=use_ema, labels=y))
         _LAST_GENERATOR[:] = [(gan, use_ema, fn)]
     return _LAST_GENERATOR[0][2]
-
-
-class EarlyStopping:
-    """Stops after `patience` evaluations in a row without improving on the best value.
-
-    `patience` 0 never stops. A non-finite value never counts as an improvement. The state
-    (`get_state`/`set_state`) is a small JSON dict, saved with the checkpoint so a resumed run
-    decides exactly as an uninterrupted one.
-    """
-
-    def __init__(self, patience: int, lower_is_better: bool = True, min_delta: float = 0.0):
-        self.patience = int(patience)
-        self.lower_is_better = bool(lower_is_better)
-        self.min_delta = float(min_delta)
-        self.best: float | None = None
-        self.bad_evaluations = 0
-
-    def improved(self, value: float) -> bool:
-        """Whether `value` beats the best so far by more than `min_delta`."""
-        if not math.isfinite(value):
-            return False
-        if self.best is None:
-            return True
-        if self.lower_is_better:
-            return value < self.best - self.min_delta
-        return value > self.best + self.min_delta
-
-    def update(self, value: float) -> bool:
-        """Records one evaluation; True when training should stop now."""
-        value = float(value)
-        if self.improved(value):
-            self.best = value
-            self.bad_evaluations = 0
-        else:
-            self.bad_evaluations += 1
-        return self.patience > 0 and self.bad_evaluations >= self.patience
-
-    def get_state(self) -> dict[str, Any]:
-        return {"best": self.best, "bad_evaluations": self.bad_evaluations}
-
-    def set_state(self, state: dict[str, Any] | None) -> None:
-        state = state or {}
-        best = state.get("best")
-        self.best = None if best is None else float(best)
-        self.bad_evaluations = int(state.get("bad_evaluations", 0))
-
-
-def make_early_stopping(
-    config: ml_collections.ConfigDict, evaluator: Evaluator | None
-) -> EarlyStopping | None:
-    """`EarlyStopping` on `evaluator.metric`, or None when evaluation or patience is off."""
-    if evaluator is None or not config.eval_every or config.early_stopping.patience <= 0:
-        return None
-    return EarlyStopping(config.early_stopping.patience, lower_is_better(evaluator.metric))
