@@ -55,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
+from jax.experimental import multihost_utils
 from orbax.checkpoint import checkpoint_managers as cm
 
 from wgan_jax import fs
@@ -139,21 +140,24 @@ def fingerprint(tree: Any) -> list[int]:
     return [int(v) for v in jax.device_get(_fingerprint(tree))]
 
 
-def _ranking(best_metric: str, recorded: dict[str, Any] | None) -> tuple[str, float | None]:
-    """The metric that ranks checkpoints and the best value so far, given `best_metric` and the
-    record of an earlier run (best.json).
+def _ranking(best_metric: str, recorded: dict[str, Any] | None) -> tuple[str, float | None, str]:
+    """`(metric, best value so far, new name)` for ranking checkpoints, given `best_metric` and
+    the record of an earlier run (best.json).
 
-    A resumed run keeps the record's metric when `best_metric` is "" or names it (`eval/fid`
-    for `eval/fid_digits`), and the record's value when its metric is `best_metric` or an
-    earlier name of it (best.json written before metric names carried their feature space
-    says `eval/fid` where the plan now says `eval/fid_digits`).
+    A resumed run keeps the record's metric and value when `best_metric` is "" or names it
+    (`eval/fid` for `eval/fid_digits`). A record under an earlier name of `best_metric` (runs
+    from before metric names carried their feature space wrote `eval/fid` where the plan now
+    says `eval/fid_digits`) keeps ranking the stored checkpoints by that name, with its value,
+    until the first save that reports `best_metric` (the new name returned).
     """
     metric = recorded.get("metric", "") if recorded else ""
     if metric and ranking.choose_metric([metric], best_metric):
         best_metric = metric
-    same = bool(metric) and (metric == best_metric
-                             or ranking.choose_metric([best_metric], metric) == best_metric)
-    return best_metric, float(recorded["value"]) if recorded and same else None
+    renamed = (metric != best_metric and bool(metric)
+               and ranking.choose_metric([best_metric], metric) == best_metric)
+    if renamed:
+        return metric, float(recorded["value"]), best_metric
+    return best_metric, float(recorded["value"]) if metric == best_metric else None, ""
 
 
 class Checkpointer:
@@ -183,8 +187,8 @@ class Checkpointer:
         self._pending_best: dict[str, Any] | None = None
         self._in_flight: int | None = None  # the step whose asynchronous save may be running
         self.skipped: list[tuple[int, str]] = []  # unreadable checkpoints met by restore()
-        self.best_metric, self._best_value = _ranking(ranking.normalise(best_metric),
-                                                      self._read_best_file())
+        self.best_metric, self._best_value, self._renamed = _ranking(
+            ranking.normalise(best_metric), self._read_best_file())
         policy = cm.AnyPreservationPolicy([
             cm.LatestN(n=keep),
             # Scores are "lower is better"; BestN keeps the last n after a descending sort.
@@ -301,6 +305,8 @@ class Checkpointer:
             log.warning("state at step %d has non-finite values; checkpoint not saved", step)
             return False
         metrics = {k: float(v) for k, v in (metrics or {}).items()}
+        if self._renamed and self._renamed in metrics:  # an earlier run's metric, renamed
+            self.best_metric, self._renamed = self._renamed, ""
         data = json.loads(json.dumps({**data_state, FINGERPRINT_KEY: fingerprint(state)}))
         data[DATA_FINGERPRINT_KEY] = _data_fingerprint(data)
         items: dict[str, Any] = {
@@ -591,8 +597,6 @@ def _allgather(row: np.ndarray) -> np.ndarray:
     """`[process_count, *row.shape]`: every process's `row` (a collective every process calls)."""
     if jax.process_count() == 1:
         return row[None]
-    from jax.experimental import multihost_utils
-
     return np.asarray(multihost_utils.process_allgather(row))
 
 

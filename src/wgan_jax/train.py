@@ -443,8 +443,8 @@ def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
     evaluator = (evaluation.evaluator_for_data(config, job.data, seed=config.seed)
                  if config.eval_every else None)
     if evaluator is not None:
-        log.info("best checkpoint chosen by %s (%s is better)", origin.checkpointer.best_metric,
-                 "lower" if lower_is_better(origin.checkpointer.best_metric) else "higher")
+        log.info("best checkpoint chosen by %s (%s is better)", origin.metric,
+                 "lower" if lower_is_better(origin.metric) else "higher")
     early = make_early_stopping(config, origin.metric if evaluator is not None else "")
     if early is not None and origin.saved is not None:
         early.set_state(origin.saved.get("early_stopping"))
