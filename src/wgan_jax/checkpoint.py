@@ -157,7 +157,8 @@ def _ranking(best_metric: str, recorded: dict[str, Any] | None) -> tuple[str, fl
                and ranking.choose_metric([best_metric], metric) == best_metric)
     if renamed:
         return metric, float(recorded["value"]), best_metric
-    return best_metric, float(recorded["value"]) if metric == best_metric else None, ""
+    same = bool(metric) and metric == best_metric
+    return best_metric, float(recorded["value"]) if same else None, ""
 
 
 class Checkpointer:
