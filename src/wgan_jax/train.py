@@ -3,6 +3,12 @@
 `train_and_evaluate(config, workdir)` is importable and testable; `wgan_jax.main` is a thin
 face over it. Bring your own networks (NNX, Linen or `(init, apply)`) with `generator=`
 and `critic=`.
+
+It reads top to bottom: the checks (nothing is written before they pass), `_restore_or_init`
+(the newest readable checkpoint or a fresh state), `_open_records` (config.json, the metric
+writer), `_make_run` (the frozen `_Run`: GAN, compiled step, checkpointer, writer, health
+monitor, guard, sampler, evaluator, early stopping), `_loop` (after each step
+`policies.due_actions` decides what else happens, every checkpoint included) and `_finish`.
 """
 
 from __future__ import annotations
@@ -293,10 +299,10 @@ def train_and_evaluate(
         check_num_classes(config)
         check_run_networks(config, generator, critic, given=(given_g, given_c))  # before a write
         it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
-        lock = ckpt.lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
         objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
         job = _Job(config, workdir, mesh, it, (generator, critic), objects, pictures,
                    is_main=jax.process_index() == 0)
+        lock = ckpt.lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
         try:
             return _train(job, setup)
         except OSError as error:
@@ -442,7 +448,7 @@ def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
     sampler = _Sampler(origin.gan, config, job.data.reference_samples(1000, config.seed))
     evaluator = (evaluation.evaluator_for_data(config, job.data, seed=config.seed)
                  if config.eval_every else None)
-    if evaluator is not None:
+    if evaluator is not None and origin.checkpointer.best() is None:  # a resume keeps its own
         log.info("best checkpoint chosen by %s (%s is better)", origin.metric,
                  "lower" if lower_is_better(origin.metric) else "higher")
     early = make_early_stopping(config, origin.metric if evaluator is not None else "")
