@@ -241,11 +241,11 @@ class _Origin:
 @dataclasses.dataclass(frozen=True)
 class _Run:
     """Everything the loop works with, built once before it; a rollback replaces `gan` and
-    `step` (the optimizers' learning rates are part of the compiled step)."""
+    `train_step` (the optimizers' learning rates are part of the compiled step)."""
 
     job: _Job
     gan: GAN
-    step: Callable[[TrainState, Any], tuple[TrainState, dict[str, jax.Array]]]
+    train_step: Callable[[TrainState, Any], tuple[TrainState, dict[str, jax.Array]]]
     checkpointer: ckpt.Checkpointer
     writer: records.MetricWriter
     monitor: HealthMonitor
@@ -444,7 +444,7 @@ def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
         dict(config.health), loss=config.loss, penalty=config.penalty,
         penalty_target=config.penalty_target, penalty_weight=config.penalty_weight,
     )
-    step = _make_step(job, origin.gan)
+    train_step = _make_step(job, origin.gan)
     sampler = _Sampler(origin.gan, config, job.data.reference_samples(1000, config.seed))
     evaluator = (evaluation.evaluator_for_data(config, job.data, seed=config.seed)
                  if config.eval_every else None)
@@ -454,7 +454,7 @@ def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
     early = make_early_stopping(config, origin.metric if evaluator is not None else "")
     if early is not None and origin.saved is not None:
         early.set_state(origin.saved.get("early_stopping"))
-    return _Run(job, origin.gan, step, origin.checkpointer, writer, monitor, origin.guard,
+    return _Run(job, origin.gan, train_step, origin.checkpointer, writer, monitor, origin.guard,
                 sampler, evaluator, early, origin.metric)
 
 
@@ -469,7 +469,7 @@ def _loop(run: _Run, state: TrainState, start: int, setup: _SetupStop) -> _Outco
     due = None
     with _Stop(enabled=jax.process_count() == 1, setup=setup) as stop:
         while step < total:
-            state, metrics = run.step(state, next(run.job.data))
+            state, metrics = run.train_step(state, next(run.job.data))
             step += 1
             progress.update(step)
             stopping = stop.requested or run.checkpointer.reached_preemption(step)
@@ -649,4 +649,4 @@ def _roll_back(run: _Run, step: int,
         f"both learning rates are now x{guard.lr_scale:g} of the configured ones",
         to_step=to_step, lr_scale=guard.lr_scale, rollbacks=guard.rollbacks, **evidence))
     log.warning("%s", message)
-    return dataclasses.replace(run, gan=gan, step=_make_step(job, gan)), state, to_step
+    return dataclasses.replace(run, gan=gan, train_step=_make_step(job, gan)), state, to_step
