@@ -11,7 +11,6 @@ import pytest
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import train
 from wgan_jax.config import get_config_schema
-from wgan_jax.evaluation import make_evaluator
 from wgan_jax.policies import (
     EARLY_STOP,
     END,
@@ -154,18 +153,16 @@ def test_early_stopping_state_round_trips_through_json():
     assert fresh.best is None and fresh.bad_evaluations == 0
 
 
-def test_make_early_stopping_ranks_by_the_evaluator_metric():
+def test_make_early_stopping_follows_the_metric_and_the_config():
     config = _config(dataset="toy:ring8", eval_every=100)
-    config.eval.num_samples = 1000
     assert make_early_stopping(config, "eval/w1") is None  # patience 0: off
     config.early_stopping.patience = 2
     assert make_early_stopping(config, "") is None  # no evaluator
-    config.eval.metric = "modes"
-    ev = make_evaluator(config, lambda n, seed: None)
-    es = make_early_stopping(config, ev.metric)
-    assert ev.metric == "eval/modes" and es.lower_is_better is False and es.patience == 2
+    es = make_early_stopping(config, "eval/modes")
+    assert es.lower_is_better is False and es.patience == 2  # modes: higher is better
+    assert make_early_stopping(config, "eval/w1").lower_is_better is True
     config.eval_every = 0
-    assert make_early_stopping(config, ev.metric) is None  # evaluation off
+    assert make_early_stopping(config, "eval/modes") is None  # evaluation off
 
 
 # ---- a short run through the loop ------------------------------------------------------------
