@@ -139,11 +139,9 @@ def test_penalty_and_loss_see_the_augmented_noisy_real_batch():
 def test_short_run_with_augment_logs_annealed_sigma_and_finite_losses(tmp_path, monkeypatch):
     """train_and_evaluate with augment and instance noise: finite losses; the logged sigma is
     `instance_noise` at the first iteration, falls linearly, and is exactly 0 at the last."""
-    monkeypatch.setattr(train._Sampler, "save", lambda *a, **k: "")
-    monkeypatch.setattr(train.records, "update_plots", lambda *a, **k: [])
     c = _config(augment=POLICY, instance_noise=0.25, num_iterations=5, log_every=1,
                 sample_every=0, eval_every=0, checkpoint_every=0, plot_every=0)
-    summary = train.train_and_evaluate(c, str(tmp_path))
+    summary = train.train_and_evaluate(c, str(tmp_path), pictures=False)
     assert summary["step"] == 5
     with open(tmp_path / records.METRICS_FILE) as f:
         rows = [json.loads(line) for line in f if '"critic_loss"' in line]

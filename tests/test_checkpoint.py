@@ -55,8 +55,8 @@ def test_best_retention_keeps_newest_and_best(tmp_path):
     c.close()
 
 
-def test_best_metric_chosen_automatically_higher_is_better(tmp_path):
-    c = ckpt.Checkpointer(str(tmp_path), keep=1)
+def test_best_checkpoint_higher_is_better(tmp_path):
+    c = ckpt.Checkpointer(str(tmp_path), keep=1, best_metric="eval/modes")
     c.save(1, _state(1), {"position": 1}, {"eval/modes": 20.0, "eval/kl": 0.5})
     c.save(2, _state(2), {"position": 2}, {"eval/modes": 25.0, "eval/kl": 0.4})
     c.save(3, _state(3), {"position": 3}, {"eval/modes": 22.0, "eval/kl": 0.3})
@@ -65,6 +65,54 @@ def test_best_metric_chosen_automatically_higher_is_better(tmp_path):
     assert c.best()["step"] == 2
     assert c.all_steps() == [2, 3]
     c.close()
+
+
+def _best_json(workdir: str) -> dict:
+    with open(os.path.join(workdir, "checkpoints", "best.json")) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("first_eval_at", [3, 5])
+def test_best_json_of_an_earlier_metric_name_carries_over(tmp_path, first_eval_at):
+    """A run from before metric names carried their feature space recorded `eval/fid`; resumed
+    with the plan's `eval/fid_digits`, its best checkpoint and value stay in the running (kept
+    until the first evaluation under the new name) and only a better value replaces them."""
+    workdir = str(tmp_path)
+    c = ckpt.Checkpointer(workdir, keep=2, best_metric="fid")
+    c.save(1, _state(1), {"position": 1}, {"eval/fid": 1.0})
+    c.save(2, _state(2), {"position": 2})
+    c.close()
+    c = ckpt.Checkpointer(workdir, keep=2, best_metric="eval/fid_digits")
+    fids = {first_eval_at: 2.0, first_eval_at + 1: 0.5}  # worse, then better than 1.0
+    for step in range(3, first_eval_at + 2):
+        c.save(step, _state(step), {"position": step},
+               {"eval/fid_digits": fids[step]} if step in fids else None)
+        c.wait()
+        if step <= first_eval_at:
+            assert _best_json(workdir) == {"step": 1, "metric": "eval/fid", "value": 1.0}
+            assert 1 in c.all_steps() or step == first_eval_at  # the old best is kept until then
+    assert c.best_metric == "eval/fid_digits"
+    assert _best_json(workdir) == {"step": first_eval_at + 1, "metric": "eval/fid_digits",
+                                   "value": 0.5}
+    c.close()
+
+
+def test_a_resumed_run_keeps_the_metric_and_value_of_its_best_json(tmp_path):
+    workdir = str(tmp_path)
+    c = ckpt.Checkpointer(workdir, keep=2, best_metric="eval/kid_digits")
+    c.save(1, _state(1), {"position": 1}, {"eval/kid_digits": 0.3, "eval/fid_digits": 9.0})
+    c.close()
+    c = ckpt.Checkpointer(workdir, keep=2, best_metric="eval/kid_digits")
+    c.save(2, _state(2), {"position": 2}, {"eval/kid_digits": 0.4, "eval/fid_digits": 1.0})
+    c.wait()
+    assert c.best() == {"step": 1, "metric": "eval/kid_digits", "value": 0.3}
+    c.close()
+    # Another metric (the config changed) starts its own record: any value beats none.
+    other = ckpt.Checkpointer(workdir, keep=2, best_metric="eval/fid_digits")
+    other.save(3, _state(3), {"position": 3}, {"eval/kid_digits": 0.9, "eval/fid_digits": 5.0})
+    other.wait()
+    assert _best_json(workdir) == {"step": 3, "metric": "eval/fid_digits", "value": 5.0}
+    other.close()
 
 
 def test_truncated_newest_checkpoint_falls_back_to_previous(tmp_path, caplog):

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, run_module
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import diagnose, evaluation, evaluators
+from wgan_jax import diagnose, evaluators, policies
 from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.data.sources import num_classes
 from wgan_jax.errors import ConfigError
@@ -248,7 +248,9 @@ def test_checkpointer_and_diagnose_pick_the_same_best(tmp_path, wanted, metric, 
     with open(tmp_path / "metrics.jsonl", "w") as f:
         for s, values in EVALS.items():
             f.write(json.dumps({"step": s, "critic_loss": 0.0, **values}) + "\n")
-    c = ckpt.Checkpointer(workdir, keep=10, best_metric=wanted)
+    # The trainer hands the checkpointer the eval plan's metric.
+    plan = eval_plan(_config("digits", 1, **{"eval.metric": wanted}), 0)
+    c = ckpt.Checkpointer(workdir, keep=10, best_metric=plan.metric)
     for s, values in EVALS.items():
         c.save(s, {"w": jnp.full((2,), float(s))}, {"position": s}, values)
     c.wait()
@@ -262,8 +264,8 @@ def test_checkpointer_and_diagnose_pick_the_same_best(tmp_path, wanted, metric, 
     ev = evaluators.Evaluator(_plan(_config("digits", 1,
                                                          **{"eval.metric": wanted})), [])
     assert ev.metric == metric
-    early = evaluation.make_early_stopping(
-        _config("digits", 1, eval_every=1, **{"early_stopping.patience": 1}), ev)
+    early = policies.make_early_stopping(
+        _config("digits", 1, eval_every=1, **{"early_stopping.patience": 1}), plan.metric)
     assert early.lower_is_better == ranking.lower_is_better(metric)
 
 

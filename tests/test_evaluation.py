@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
-from wgan_jax import evaluation, evaluators
+from wgan_jax import evaluators
 from wgan_jax.config import get_config_schema
 from wgan_jax.data import toy
 from wgan_jax.data.sources import num_classes
 from wgan_jax.eval_plan import eval_plan
-from wgan_jax.evaluation import EarlyStopping, make_early_stopping
 from wgan_jax.evaluators import make_evaluator
 
 
@@ -139,52 +136,16 @@ def test_rgb_with_missing_inception_weights_is_a_user_error():
         make_evaluator(config, lambda n, seed: None)
 
 
-def test_directions_agree_with_the_checkpointer():
-    from wgan_jax import checkpoint
+def test_early_stopping_and_the_checkpointer_agree_on_directions():
+    from wgan_jax import checkpoint, policies
 
+    config = get_config_schema()
+    config.eval_every, config.early_stopping.patience = 10, 3
     for metric in ("eval/fid", "eval/kid", "eval/w1", "eval/reverse_kl", "eval/kl", "eval/modes",
                    "eval/high_quality", "eval/precision", "eval/recall", "eval/density",
                    "eval/coverage", "eval/is"):
-        assert evaluation.lower_is_better(metric) == checkpoint.lower_is_better(metric), metric
-
-
-def test_early_stopping_lower_is_better():
-    es = EarlyStopping(patience=2, lower_is_better=True)
-    assert [es.update(v) for v in (5.0, 4.0, 4.5, 3.0, 3.5, float("nan"))] == [
-        False, False, False, False, False, True]
-    assert es.best == 3.0
-
-
-def test_early_stopping_higher_is_better_and_patience_zero():
-    es = EarlyStopping(patience=1, lower_is_better=False)
-    assert es.update(0.5) is False and es.update(0.7) is False and es.update(0.6) is True
-    never = EarlyStopping(patience=0)
-    assert not any(never.update(v) for v in (1.0, 2.0, 3.0, 4.0))
-
-
-def test_early_stopping_state_round_trips_through_json():
-    a = EarlyStopping(patience=3)
-    for v in (2.0, 1.0, 1.5):
-        a.update(v)
-    b = EarlyStopping(patience=3)
-    b.set_state(json.loads(json.dumps(a.get_state())))
-    assert b.get_state() == a.get_state()
-    assert [a.update(v) for v in (1.2, 1.1)] == [b.update(v) for v in (1.2, 1.1)] == [False, True]
-    fresh = EarlyStopping(patience=3)
-    fresh.set_state(None)
-    assert fresh.best is None and fresh.bad_evaluations == 0
-
-
-def test_make_early_stopping_uses_the_evaluator_metric():
-    config = _config("toy:ring8")
-    config.eval_every = 100
-    ev = make_evaluator(config, _toy_reference("ring8"))
-    assert make_early_stopping(config, ev) is None  # patience 0: off
-    config.early_stopping.patience = 2
-    config.eval.metric = "modes"
-    ev = make_evaluator(config, _toy_reference("ring8"))
-    es = make_early_stopping(config, ev)
-    assert ev.metric == "eval/modes" and es.lower_is_better is False
+        early = policies.make_early_stopping(config, metric)
+        assert early.lower_is_better == checkpoint.lower_is_better(metric), metric
 
 
 class _FakeInception:

@@ -36,7 +36,6 @@ from test_resume import (  # noqa: F401 - fixtures used by name
     events,
     final_state,
     make_config,
-    no_pictures,
 )
 
 from wgan_jax import checkpoint as ckpt
@@ -64,10 +63,7 @@ def committed(workdir: str) -> list[int]:
 def reference(tmp_path_factory, compilation_cache):  # noqa: F811 - the imported fixture
     """An uninterrupted TINY run (16 iterations, checkpoints 5, 10, 15, 16; keeps 2)."""
     workdir = str(tmp_path_factory.mktemp("reference") / "run")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(train._Sampler, "save", lambda *a, **k: "")
-        patch.setattr(train.records, "update_plots", lambda *a, **k: [])
-        assert train.train_and_evaluate(make_config(), workdir)["step"] == 16
+    assert train.train_and_evaluate(make_config(), workdir, pictures=False)["step"] == 16
     state, data, step = final_state(workdir, make_config())
     assert step == 16
     return workdir, state, data
@@ -91,7 +87,7 @@ def test_disk_full_during_save_is_one_line_and_a_rerun_resumes(tmp_path, referen
     assert "No space left on device" in line and "newest committed: 5" in line
     assert committed(workdir) == [5]
     # The space is back: the rerun resumes from 5 and ends as if nothing had happened.
-    summary = train.train_and_evaluate(make_config(), workdir)
+    summary = train.train_and_evaluate(make_config(), workdir, pictures=False)
     assert summary["start_step"] == 5 and summary["step"] == 16
     assert_ends_like(reference, workdir)
 
@@ -104,7 +100,7 @@ def test_sigkill_during_async_save_resumes_from_the_previous_checkpoint(tmp_path
     checkpoints = os.path.join(workdir, "checkpoints")
     assert glob.glob(os.path.join(checkpoints, "10.orbax-checkpoint-tmp*")), "not mid-save"
     assert committed(workdir) == [5]
-    summary = train.train_and_evaluate(make_config(), workdir)
+    summary = train.train_and_evaluate(make_config(), workdir, pictures=False)
     assert summary["start_step"] == 5 and summary["step"] == 16
     assert not glob.glob(os.path.join(checkpoints, "*tmp*"))  # cleaned up at start
     assert_ends_like(reference, workdir)
@@ -127,7 +123,7 @@ def test_corrupt_array_data_falls_back_to_the_previous_checkpoint(tmp_path, refe
             f.seek(size // 2)
             f.write(bytes(b ^ 0x5A for b in chunk))
 
-    summary = train.train_and_evaluate(make_config(), workdir)
+    summary = train.train_and_evaluate(make_config(), workdir, pictures=False)
     assert summary["start_step"] == 15 and summary["step"] == 16
     (event,) = [e for e in events(workdir) if e["rule"] == "checkpoint"]
     assert event["evidence"]["skipped_step"] == 16
@@ -147,7 +143,7 @@ def test_sigkill_at_random_points_then_resume_is_bitwise_identical(tmp_path, ref
         assert result.returncode == -signal.SIGKILL, (position, result.stderr[-3000:])
         found = re.search(r"resuming from checkpoint (\d+)", result.stderr)
         resumed_from.append(int(found.group(1)) if found else 0)
-    summary = train.train_and_evaluate(make_config(checkpoint_every=2), workdir)
+    summary = train.train_and_evaluate(make_config(checkpoint_every=2), workdir, pictures=False)
     assert summary["step"] == 16 and 0 < summary["start_step"] <= positions[-1]
     # Killed runs were themselves resumed ones, each from a checkpoint before its kill.
     assert sum(map(bool, resumed_from)) >= 2, resumed_from
@@ -176,7 +172,7 @@ def test_nonfinite_final_state_exits_nonzero_naming_the_last_good_checkpoint(
     monkeypatch.setattr(train, "make_train_step", poisoned_step)
     workdir = str(tmp_path / "run")
     with pytest.raises(UserError) as raised:
-        train.train_and_evaluate(make_config(), workdir)
+        train.train_and_evaluate(make_config(), workdir, pictures=False)
     message = str(raised.value)
     assert "\n" not in message and "step 16" in message and "non-finite" in message
     assert "last good checkpoint is 15" in message
@@ -220,12 +216,12 @@ def test_changed_batch_continues_at_the_same_example():
 def test_changed_batch_of_a_toy_run_is_refused_before_anything_is_written(tmp_path):
     workdir = str(tmp_path / "run")
     small = {"num_iterations": 4, "checkpoint_every": 0}
-    assert train.train_and_evaluate(make_config(**small), workdir)["step"] == 4
+    assert train.train_and_evaluate(make_config(**small), workdir, pictures=False)["step"] == 4
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
         written = f.read()
     bigger = make_config(**{**small, "num_iterations": 5, "global_batch_size": 64})
     with pytest.raises(DataError) as raised:
-        train.train_and_evaluate(bigger, workdir)
+        train.train_and_evaluate(bigger, workdir, pictures=False)
     message = str(raised.value)
     assert "\n" not in message and "global_batch_size=32" in message
     assert "toy batches depend on the batch size" in message
@@ -329,7 +325,8 @@ def test_elastic_restore_8_4_1_devices_first_iterations_equal(tmp_path):
     cli(workdir, 1, 6, start=4)
     config = runs.load_config_json(workdir)
     config.num_iterations = 3
-    train.train_and_evaluate(config, str(tmp_path / "at2"))  # checkpoint 2 on 1 device
+    # checkpoint 2 on 1 device
+    train.train_and_evaluate(config, str(tmp_path / "at2"), pictures=False)
     cli(str(tmp_path / "at4"), 8, 5, start=4)  # checkpoint 4 on 8 devices
     for step, other in ((3, "at2"), (5, "at4")):
         mine, theirs = row(workdir, step), row(str(tmp_path / other), step)
@@ -364,7 +361,7 @@ def test_edited_or_broken_data_item_falls_back_to_the_previous_checkpoint(
     with open(path, "w") as f:
         f.write(text)
 
-    summary = train.train_and_evaluate(make_config(), workdir)
+    summary = train.train_and_evaluate(make_config(), workdir, pictures=False)
     assert summary["start_step"] == 15 and summary["step"] == 16
     (event,) = [e for e in events(workdir) if e["rule"] == "checkpoint"]
     assert event["evidence"]["skipped_step"] == 16 and "resumed from 15" in event["message"]
@@ -464,6 +461,6 @@ def test_unwritable_checkpoint_directory_is_one_line_within_seconds(tmp_path, re
     assert not glob.glob(os.path.join(workdir, "checkpoints", "10*"))
     print(f"unwritable checkpoint directory: exit 2 after {seconds:.1f} s")
     os.chmod(os.path.join(workdir, "checkpoints"), 0o755)
-    summary = train.train_and_evaluate(make_config(), workdir)
+    summary = train.train_and_evaluate(make_config(), workdir, pictures=False)
     assert summary["start_step"] == 5 and summary["step"] == 16
     assert_ends_like(reference, workdir)

@@ -28,7 +28,6 @@ from test_resume import (  # noqa: F401 - fixtures used by name
     events,
     final_state,
     make_config,
-    no_pictures,
 )
 
 from wgan_jax import checkpoint as ckpt
@@ -81,11 +80,9 @@ if pid == 1 and fault in ("corrupt", "io"):
 if pid == 1 and fault == "listing":
     ckpt.Checkpointer.all_steps = lambda self: [s for s in steps(self) if s != 16]
 ckpt.READ_BACKOFF_SECONDS = 0.05
-train._Sampler.save = lambda *a, **k: ""
-records.update_plots = lambda *a, **k: []
 
 def body():
-    summary = train.train_and_evaluate(config, workdir)
+    summary = train.train_and_evaluate(config, workdir, pictures=False)
     print(json.dumps({"start": summary["start_step"], "step": summary["step"]}), flush=True)
 
 sys.exit(cli.run_guarded(body))
@@ -96,10 +93,7 @@ sys.exit(cli.run_guarded(body))
 def checkpoints_15_16(tmp_path_factory, compilation_cache):  # noqa: F811 - imported fixture
     """A TINY run's workdir (checkpoints 15 and 16), written by one process."""
     workdir = str(tmp_path_factory.mktemp("written") / "run")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(train._Sampler, "save", lambda *a, **k: "")
-        patch.setattr(train.records, "update_plots", lambda *a, **k: [])
-        assert train.train_and_evaluate(make_config(), workdir)["step"] == 16
+    assert train.train_and_evaluate(make_config(), workdir, pictures=False)["step"] == 16
     return workdir
 
 

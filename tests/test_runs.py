@@ -1,4 +1,4 @@
-"""Reading a run's config.json, and the trainer's rule for its periodic actions."""
+"""Reading a run's config.json."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from wgan_jax import runs
 from wgan_jax.config import get_config_schema
 from wgan_jax.errors import UserError
-from wgan_jax.train import due_actions
 
 
 def _write(tmp_path, saved) -> str:
@@ -66,34 +65,3 @@ def test_parse_checkpoint(which, expected):
 def test_parse_checkpoint_refuses_other_names():
     with pytest.raises(ValueError, match="latest, best or a step number, got 'newest'"):
         runs.parse_checkpoint("newest")
-
-
-def _due(step, stopping=False, evaluating=True, is_main=True, **overrides):
-    c = get_config_schema()
-    c.num_iterations, c.log_every, c.sample_every, c.plot_every = 10, 4, 5, 0
-    c.eval_every, c.checkpoint_every = 3, 6
-    for key, value in overrides.items():
-        c[key] = value
-    return due_actions(c, step, stopping=stopping, evaluating=evaluating, is_main=is_main)
-
-
-def test_periodic_actions():
-    steps = range(1, 11)
-    assert [s for s in steps if _due(s).log] == [4, 8, 10]  # and the last iteration
-    assert [s for s in steps if _due(s).guard] == [4, 8, 10]
-    assert [s for s in steps if _due(s).sample] == [5, 10]
-    assert not any(_due(s).plot for s in steps)  # plot_every=0: never in the loop
-    assert [s for s in steps if _due(s).evaluate] == [3, 6, 9, 10]
-    assert [s for s in steps if _due(s).checkpoint] == [6]
-
-
-def test_a_stop_logs_a_row_that_does_not_feed_the_guard_and_evaluates_nothing():
-    due = _due(5, stopping=True)
-    assert due.log and not due.guard and not due.evaluate
-    assert not _due(6, stopping=True).evaluate
-
-
-def test_only_the_main_process_draws_and_without_evaluator_nothing_is_evaluated():
-    assert not _due(5, is_main=False).sample and not _due(8, is_main=False, plot_every=4).plot
-    assert _due(8, plot_every=4).plot
-    assert not _due(3, evaluating=False).evaluate

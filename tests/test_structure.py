@@ -19,15 +19,16 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "wgan_jax"
 LAYERS: dict[str, tuple[str, ...]] = {
     # what every layer may read: errors, the schema and its choice names
     "config": ("errors", "config", "default_config", "augment_policy"),
-    # plain Python / numpy: files, records, rules on metrics, metrics, data readers, the plan
+    # plain Python / numpy: files, records, rules on metrics, metrics, data readers, the plan,
+    # the loop's policies
     "base": ("fs", "plots", "records", "progress", "hlo_stats", "cli", "health", "run_config",
-             "eval_plan", "metrics", "data"),
+             "eval_plan", "metrics", "data", "policies"),
     # JAX, pure: networks, losses, penalties, the state, sampling controls
     "core": ("precision", "augment", "losses", "penalties", "diagnostics", "models", "state",
              "sampling"),
     "step": ("step",),
     "edges": ("input_pipeline", "checkpoint"),
-    "evaluation": ("evaluation", "evaluators"),
+    "evaluation": ("evaluators",),
     "runs": ("runs",),
     "trainer": ("train",),
     "faces": ("main", "sample", "evaluate", "diagnose"),

@@ -13,8 +13,9 @@ step is also recorded by us in `checkpoints/best.json`, written only once that s
 committed, so tools need not trust orbax's metric bookkeeping.
 
 Evaluation feeds the "best" policy by passing its metrics to `Checkpointer.save(..., metrics=)`
-at the step it ran; `best_metric` names the metric (`config.eval.metric`; which metric and which
-way is better are decided by `wgan_jax.metrics.ranking`, the rule evaluation and `diagnose` use).
+at the step it ran; `best_metric` is the key that ranks them, chosen once by the caller (the
+trainer hands over the eval plan's `EvalPlan.metric`; which way is better is
+`wgan_jax.metrics.ranking`'s rule, the one evaluation and `diagnose` use).
 
 WORKDIR may be a URL (`gs://bucket/run`): the checkpoint directory is then handed to orbax as
 is, our own files go through `wgan_jax.fs`, and the workdir lock is skipped.
@@ -54,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
+from jax.experimental import multihost_utils
 from orbax.checkpoint import checkpoint_managers as cm
 
 from wgan_jax import fs
@@ -138,8 +140,33 @@ def fingerprint(tree: Any) -> list[int]:
     return [int(v) for v in jax.device_get(_fingerprint(tree))]
 
 
+def _ranking(best_metric: str, recorded: dict[str, Any] | None) -> tuple[str, float | None, str]:
+    """`(metric, best value so far, new name)` for ranking checkpoints, given `best_metric` and
+    the record of an earlier run (best.json).
+
+    A resumed run keeps the record's metric and value when `best_metric` is "" or names it
+    (`eval/fid` for `eval/fid_digits`). A record under an earlier name of `best_metric` (runs
+    from before metric names carried their feature space wrote `eval/fid` where the plan now
+    says `eval/fid_digits`) keeps ranking the stored checkpoints by that name, with its value,
+    until the first save that reports `best_metric` (the new name returned).
+    """
+    metric = recorded.get("metric", "") if recorded else ""
+    if metric and ranking.choose_metric([metric], best_metric):
+        best_metric = metric
+    renamed = (metric != best_metric and bool(metric)
+               and ranking.choose_metric([best_metric], metric) == best_metric)
+    if renamed:
+        return metric, float(recorded["value"]), best_metric
+    same = bool(metric) and metric == best_metric
+    return best_metric, float(recorded["value"]) if same else None, ""
+
+
 class Checkpointer:
     """Saves and restores `(state, data_state)` under `WORKDIR/checkpoints/`.
+
+    `best_metric` is the `eval/...` key whose values (`save(..., metrics=)`) rank checkpoints
+    for the best-checkpoint policy and best.json ("": none ranks them; a bare NAME means
+    `eval/NAME`).
 
     `read_only=True` is for tools (sampling, evaluation) that read a workdir a trainer may be
     writing: it never cleans temporary directories, deletes or renames anything.
@@ -161,14 +188,8 @@ class Checkpointer:
         self._pending_best: dict[str, Any] | None = None
         self._in_flight: int | None = None  # the step whose asynchronous save may be running
         self.skipped: list[tuple[int, str]] = []  # unreadable checkpoints met by restore()
-        self.best_metric = ranking.normalise(best_metric)
-        recorded = self._read_best_file()
-        if recorded and ranking.choose_metric([recorded.get("metric", "")], self.best_metric):
-            self.best_metric = recorded["metric"]
-        self._best_value = (
-            float(recorded["value"])
-            if recorded and recorded.get("metric") == self.best_metric else None
-        )
+        self.best_metric, self._best_value, self._renamed = _ranking(
+            ranking.normalise(best_metric), self._read_best_file())
         policy = cm.AnyPreservationPolicy([
             cm.LatestN(n=keep),
             # Scores are "lower is better"; BestN keeps the last n after a descending sort.
@@ -215,16 +236,6 @@ class Checkpointer:
         if not isinstance(value, int | float) or not math.isfinite(value):
             return math.inf
         return float(value) if lower_is_better(self.best_metric) else -float(value)
-
-    def _choose_metric(self, metrics: dict[str, float]) -> None:
-        """Resolves `best_metric` ("" or a NAME such as "fid") to a reported key, once."""
-        if self.best_metric in metrics:
-            return
-        chosen = ranking.choose_metric(metrics, self.best_metric)
-        if chosen:
-            self.best_metric = chosen
-            log.info("best checkpoint chosen by %s (%s is better)", self.best_metric,
-                     "lower" if lower_is_better(self.best_metric) else "higher")
 
     def _read_best_file(self) -> dict[str, Any] | None:
         return read_best_file(self._best_path)
@@ -295,7 +306,8 @@ class Checkpointer:
             log.warning("state at step %d has non-finite values; checkpoint not saved", step)
             return False
         metrics = {k: float(v) for k, v in (metrics or {}).items()}
-        self._choose_metric(metrics)
+        if self._renamed and self._renamed in metrics:  # an earlier run's metric, renamed
+            self.best_metric, self._renamed = self._renamed, ""
         data = json.loads(json.dumps({**data_state, FINGERPRINT_KEY: fingerprint(state)}))
         data[DATA_FINGERPRINT_KEY] = _data_fingerprint(data)
         items: dict[str, Any] = {
@@ -586,8 +598,6 @@ def _allgather(row: np.ndarray) -> np.ndarray:
     """`[process_count, *row.shape]`: every process's `row` (a collective every process calls)."""
     if jax.process_count() == 1:
         return row[None]
-    from jax.experimental import multihost_utils
-
     return np.asarray(multihost_utils.process_allgather(row))
 
 

@@ -3,17 +3,24 @@
 `train_and_evaluate(config, workdir)` is importable and testable; `wgan_jax.main` is a thin
 face over it. Bring your own networks (NNX, Linen or `(init, apply)`) with `generator=`
 and `critic=`.
+
+It reads top to bottom: the checks (nothing is written before they pass), `_restore_or_init`
+(the newest readable checkpoint or a fresh state), `_open_records` (config.json, the metric
+writer), `_make_run` (the frozen `_Run`: GAN, compiled step, checkpointer, writer, health
+monitor, guard, sampler, evaluator, early stopping), `_loop` (after each step
+`policies.due_actions` decides what else happens, every checkpoint included) and `_finish`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
 import logging
-import math
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -21,19 +28,28 @@ import ml_collections
 import numpy as np
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import evaluation, evaluators, fs, input_pipeline, plots, precision, records
+from wgan_jax import evaluators, fs, input_pipeline, plots, precision, records, sampling
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.data.sources import check_num_classes, num_classes
 from wgan_jax.errors import StoppedDuringSetup, UserError
 from wgan_jax.eval_plan import eval_plan
 from wgan_jax.health import HealthMonitor, format_event
+from wgan_jax.metrics.ranking import lower_is_better
 from wgan_jax.models.checks import check_run_networks
+from wgan_jax.policies import (
+    EARLY_STOP,
+    STOP,
+    DivergenceGuard,
+    Due,
+    EarlyStopping,
+    due_actions,
+    make_early_stopping,
+)
 from wgan_jax.progress import Progress
 from wgan_jax.runs import OBJECTS_KEY, abstract_train_state, build_gan, build_networks
 from wgan_jax.state import (
     GAN,
     TrainState,
-    apply_generator,
     create_train_state,
     trained_modules,
 )
@@ -142,57 +158,6 @@ class _Stop(_Signals):
                     signal.Signals(signum).name)
 
 
-class _Guard:
-    """Host-side divergence guard: decides rollbacks from the logged metrics.
-
-    The host sees metrics only at logging steps (no device-to-host sync every step, by
-    design), so a run of non-finite updates or a loss explosion is noticed up to
-    `log_every - 1` iterations late; the skipping itself happens inside the step
-    (`optax.apply_if_finite`). The guard's bookkeeping (learning-rate scale, rollbacks so far,
-    recent critic losses) is saved in every checkpoint, so a resumed run decides exactly as an
-    uninterrupted one would.
-    """
-
-    HISTORY = 25  # logged critic losses behind the running median
-    MIN_HISTORY = 5
-
-    def __init__(self, config: ml_collections.ConfigDict) -> None:
-        self.max_consecutive = config.max_consecutive_nonfinite
-        self.explosion_factor = config.loss_explosion_factor
-        self.lr_scale = 1.0
-        self.rollbacks = 0
-        self.losses: list[float] = []
-
-    def state(self) -> dict[str, Any]:
-        return {"lr_scale": self.lr_scale, "rollbacks": self.rollbacks,
-                "losses": list(self.losses)}
-
-    def load(self, saved: dict[str, Any]) -> None:
-        guard = saved.get("guard", {})
-        self.lr_scale = float(guard.get("lr_scale", saved.get("lr_scale", 1.0)))
-        self.rollbacks = int(guard.get("rollbacks", 0))
-        self.losses = [float(x) for x in guard.get("losses", [])]
-
-    def check(self, row: dict[str, float]) -> tuple[str, dict[str, float]] | None:
-        """(reason, evidence) when the run must roll back, else None (the loss is recorded)."""
-        consecutive = row.get("nonfinite_consecutive", 0.0)
-        if self.max_consecutive and consecutive >= self.max_consecutive:
-            return (f"{int(consecutive)} consecutive non-finite updates were skipped",
-                    {"nonfinite_consecutive": consecutive,
-                     "nonfinite_skipped": row.get("nonfinite_skipped", 0.0)})
-        loss = row.get("critic_loss", 0.0)
-        if not math.isfinite(loss):
-            return None
-        if self.explosion_factor > 0 and len(self.losses) >= self.MIN_HISTORY:
-            median = float(np.median(np.abs(self.losses)))
-            if abs(loss) > self.explosion_factor * max(median, 1e-6):
-                return (f"critic loss {loss:.4g} exploded past {self.explosion_factor:g} x its "
-                        f"running median {median:.4g} (absolute values)",
-                        {"critic_loss": loss, "running_median_abs": median})
-        self.losses = (self.losses + [loss])[-self.HISTORY:]
-        return None
-
-
 def _write_config(config: ml_collections.ConfigDict, workdir: str, classes: int,
                   objects: tuple[str, ...] = ()) -> None:
     """config.json, with a conditional run's class count (`model.num_classes`) filled in and
@@ -206,7 +171,7 @@ def _write_config(config: ml_collections.ConfigDict, workdir: str, classes: int,
 
 
 class _Sampler:
-    """Fixed latents and a jitted inference-mode generator for progress pictures."""
+    """Fixed latents for progress pictures, drawn through `sampling.generate_from_latents`."""
 
     def __init__(self, gan: GAN, config: ml_collections.ConfigDict, reference: np.ndarray):
         self.toy = config.dataset.startswith("toy:")
@@ -214,12 +179,13 @@ class _Sampler:
         self.z = jax.random.normal(jax.random.PRNGKey(config.seed + 7), (n, gan.z_dim))
         self.reference = reference
         self.use_ema = config.ema_decay > 0
-        self._gen = jax.jit(precision.within(
-            config.matmul_precision,
-            lambda state, z: apply_generator(gan, state, z, use_ema=self.use_ema)))
+        self.precision = config.matmul_precision
 
-    def save(self, state: TrainState, step: int, workdir: str, writer) -> str:
-        samples = np.asarray(jax.device_get(self._gen(state, self.z)), np.float32)
+    def save(self, gan: GAN, state: TrainState, step: int, workdir: str, writer) -> str:
+        """Draws the fixed latents through `gan` (the run's current one, `sampling`'s shared
+        jitted generator) and writes the picture; returns its path."""
+        with precision.scope(self.precision):
+            samples = sampling.generate_from_latents(gan, state, self.z, self.use_ema)
         path = fs.join(workdir, "samples", f"step_{step:07d}.png")
         if self.toy:
             plots.save_scatter(path, samples, self.reference, title=f"step {step}")
@@ -227,44 +193,6 @@ class _Sampler:
             plots.save_image_grid(path, np.clip(samples, -1, 1))
             writer.write_images(step, "samples", np.clip(samples, -1, 1))
         return path
-
-
-@dataclasses.dataclass(frozen=True)
-class Due:
-    """What the loop does after an iteration besides the step itself."""
-
-    log: bool  # a metrics row (also on the step a stop signal arrives)
-    guard: bool  # the row is a regular one and feeds the divergence guard
-    sample: bool
-    plot: bool
-    evaluate: bool
-    checkpoint: bool  # a periodic checkpoint (others follow evaluations, stops and the end)
-
-
-def itstime(step: int, every: int, total: int, *, last: bool = False) -> bool:
-    """Whether an action run every `every` iterations (0: never) is due after `step`;
-    with `last`, also after the final iteration `total`."""
-    return (every > 0 and step % every == 0) or (last and step == total)
-
-
-def due_actions(config: ml_collections.ConfigDict, step: int, *, stopping: bool,
-                evaluating: bool, is_main: bool) -> Due:
-    """The one rule deciding the loop's periodic actions after iteration `step`.
-
-    Only regular logging rows feed the guard, so that the extra row of a stop step cannot make
-    a resumed run decide differently; no evaluation starts once a stop was requested.
-    """
-    total = config.num_iterations
-    regular_row = itstime(step, config.log_every, total, last=True)
-    return Due(
-        log=regular_row or stopping,
-        guard=regular_row,
-        sample=is_main and itstime(step, config.sample_every, total),
-        plot=is_main and itstime(step, config.plot_every, total),
-        evaluate=evaluating and not stopping
-        and itstime(step, config.eval_every, total, last=True),
-        checkpoint=itstime(step, config.checkpoint_every, total),
-    )
 
 
 class _Rate:
@@ -285,12 +213,74 @@ def _record_health(monitor: HealthMonitor, writer, step: int, row: dict[str, flo
         log.warning("health: %s", format_event(event))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    """What the trainer was asked to do, checked before anything is written."""
+
+    config: ml_collections.ConfigDict
+    workdir: str
+    mesh: jax.sharding.Mesh
+    data: Any  # the data iterator; its position is saved in every checkpoint
+    networks: tuple[Any, Any]  # the generator and the critic (a rollback rebuilds the GAN)
+    objects: tuple[str, ...]  # the networks the caller passed as objects (config.json names them)
+    pictures: bool  # sample grids and metric plots (off: the numbers are the same)
+    is_main: bool  # process 0 writes the human-facing files
+
+
+@dataclasses.dataclass(frozen=True)
+class _Origin:
+    """Where the loop starts: a checkpoint's state (`saved`: its data item) or a fresh one."""
+
+    checkpointer: ckpt.Checkpointer
+    gan: GAN
+    guard: DivergenceGuard
+    state: TrainState
+    step: int
+    saved: dict[str, Any] | None  # None: no checkpoint, the run starts afresh
+    metric: str  # the eval plan's metric: it ranks checkpoints and early stopping
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """Everything the loop works with, built once before it; a rollback replaces `gan` and
+    `train_step` (the optimizers' learning rates are part of the compiled step)."""
+
+    job: _Job
+    gan: GAN
+    train_step: Callable[[TrainState, Any], tuple[TrainState, dict[str, jax.Array]]]
+    checkpointer: ckpt.Checkpointer
+    writer: records.MetricWriter
+    monitor: HealthMonitor
+    guard: DivergenceGuard
+    sampler: _Sampler
+    evaluator: evaluators.Evaluator | None
+    early: EarlyStopping | None
+    metric: str
+
+    @property
+    def config(self) -> ml_collections.ConfigDict:
+        return self.job.config
+
+
+@dataclasses.dataclass(frozen=True)
+class _Outcome:
+    """How the loop ended."""
+
+    run: _Run
+    state: TrainState
+    step: int
+    stopped: bool  # by a stop signal or a preemption notice
+    early_stopped: bool
+    metrics: dict[str, float]  # the last logged row and evaluation
+
+
 def train_and_evaluate(
     config: ml_collections.ConfigDict,
     workdir: str,
     *,
     generator: Any = None,
     critic: Any = None,
+    pictures: bool = True,
 ) -> dict[str, Any]:
     """Trains (resuming from `workdir`'s newest checkpoint) and returns a summary dict.
 
@@ -299,7 +289,8 @@ def train_and_evaluate(
     come back trained in the summary, as copies: `summary["generator"]` (with the EMA weights
     when `config.ema_decay > 0`, the ones samples and evaluations use) and
     `summary["critic"]`. `workdir` is a local directory or a URL such as
-    `gs://bucket/run` (see `wgan_jax.fs`).
+    `gs://bucket/run` (see `wgan_jax.fs`). `pictures=False` skips the sample grids and the
+    metric plots (also the final ones), e.g. in tests: every number stays the same.
     """
     with _SetupStop(enabled=jax.process_count() == 1) as setup:
         mesh = make_mesh()
@@ -308,14 +299,15 @@ def train_and_evaluate(
         fs.check_directory(workdir)
         given_g, given_c = generator is not None, critic is not None
         generator, critic = build_networks(config, generator, critic)  # factory errors: no write
-        is_main = jax.process_index() == 0
         check_num_classes(config)
         check_run_networks(config, generator, critic, given=(given_g, given_c))  # before a write
         it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
+        objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
+        job = _Job(config, workdir, mesh, it, (generator, critic), objects, pictures,
+                   is_main=jax.process_index() == 0)
         lock = ckpt.lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
         try:
-            objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
-            return _train(config, workdir, mesh, it, generator, critic, is_main, setup, objects)
+            return _train(job, setup)
         except OSError as error:
             if not _write_error_in(workdir, error):
                 raise
@@ -339,162 +331,91 @@ def _write_error_in(workdir: str, error: OSError) -> bool:
     return error.errno in (errno.EACCES, errno.EPERM) and inside
 
 
-def _train(config, workdir, mesh, it, generator, critic, is_main,
-           setup: _SetupStop | None = None, objects: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The loop. Checkpoints: every `checkpoint_every`, when an evaluation ran, on a stop
-    signal and at the end, asynchronously; a save waits only for the previous one.
+def _train(job: _Job, setup: _SetupStop) -> dict[str, Any]:
+    """Restore or init, the loop, finish. Checkpoints: every `checkpoint_every`, when an
+    evaluation ran, on a stop signal, an early stop and at the end (`policies.due_actions`),
+    asynchronously; a save waits only for the previous one.
 
     Resume (newest readable checkpoint) restores the state, the data position and the guard's
     bookkeeping, so an interrupted and resumed run ends bitwise equal to an uninterrupted one
     on the same machine and device count.
     """
-    log.info(topology_line(config, mesh))
-    shape = data_shape(config)
-    ema = config.ema_decay > 0
-    guard = _Guard(config)
-    gan = build_gan(config, generator, critic)
+    log.info(topology_line(job.config, job.mesh))
+    origin = _restore_or_init(job)
+    if origin.saved is not None and origin.step >= job.config.num_iterations:
+        return _already_done(job, origin)
+    writer = _open_records(job, origin)
+    with _closed_on_error(writer, origin.checkpointer):
+        run = _make_run(job, origin, writer)
+        return _finish(_loop(run, origin.state, origin.step, setup), origin.step)
+
+
+def _fresh_state(config: ml_collections.ConfigDict, gan: GAN, mesh) -> TrainState:
+    """A new train state from `config.seed`, on every device of `mesh`."""
+    state = create_train_state(gan, data_shape(config), config.seed, config.ema_decay > 0,
+                               check=False)
+    return replicate(state, mesh)
+
+
+def _restore_or_init(job: _Job) -> _Origin:
+    """The newest readable checkpoint in the workdir (with the data position and the guard's
+    bookkeeping it holds), else a fresh state."""
+    config = job.config
+    guard = DivergenceGuard(config)
+    gan = build_gan(config, *job.networks)
+    metric = eval_plan(config, gan.num_classes).metric
     checkpointer = ckpt.Checkpointer(
-        workdir, keep=config.keep_checkpoints, best_metric=config.eval.metric,
+        job.workdir, keep=config.keep_checkpoints, best_metric=metric,
         config_json=json.loads(config.to_json_best_effort()),
     )
-    restored = checkpointer.restore(abstract_train_state(gan, config, mesh),
+    restored = checkpointer.restore(abstract_train_state(gan, config, job.mesh),
                                     required_data=DATA_KEYS)
-    start = 0
     if restored is None:
-        state = replicate(create_train_state(gan, shape, config.seed, ema, check=False), mesh)
-    else:
-        state, saved_data, start = restored
-        it.set_state(saved_data)
-        guard.load(saved_data)
-        if guard.lr_scale != 1.0:
-            gan = build_gan(config, generator, critic, guard.lr_scale)
-        log.info("resuming from checkpoint %d in %s", start, checkpointer.directory)
-        if start >= config.num_iterations:
-            return _already_done(config, checkpointer, start, guard, workdir)
-    if restored is None and is_main:
-        moved = records.set_aside_logs(workdir)
+        return _Origin(checkpointer, gan, guard, _fresh_state(config, gan, job.mesh), 0, None,
+                       metric)
+    state, saved, start = restored
+    job.data.set_state(saved)
+    guard.load(saved)
+    if guard.lr_scale != 1.0:
+        gan = build_gan(config, *job.networks, guard.lr_scale)
+    log.info("resuming from checkpoint %d in %s", start, checkpointer.directory)
+    return _Origin(checkpointer, gan, guard, state, start, saved, metric)
+
+
+def _open_records(job: _Job, origin: _Origin) -> records.MetricWriter:
+    """Sets earlier logs aside (a fresh start), writes config.json and opens the metric
+    writer, with an event for every unreadable checkpoint skipped and one for the resume."""
+    resumed = origin.saved is not None
+    if not resumed and job.is_main:
+        moved = records.set_aside_logs(job.workdir)
         if moved:
             log.info("no checkpoint to resume from: starting at step 0 with new logs; the "
                      "earlier logs (metrics, events, TensorBoard) were moved to %s", moved)
-    if is_main:
-        _write_config(config, workdir, gan.num_classes, objects)
-    writer = records.MetricWriter(
-        workdir, enabled=is_main, resume_step=start if restored is not None else None
-    )
-    for bad_step, reason in checkpointer.skipped:
+    if job.is_main:
+        _write_config(job.config, job.workdir, origin.gan.num_classes, job.objects)
+    writer = records.MetricWriter(job.workdir, enabled=job.is_main,
+                                  resume_step=origin.step if resumed else None)
+    for bad_step, reason in origin.checkpointer.skipped:
         writer.write_event(records.event(
-            start, "checkpoint",
+            origin.step, "checkpoint",
             f"checkpoint {bad_step} is unreadable ({reason[:160]}); "
-            + (f"resumed from {start}" if restored is not None else "started afresh"),
+            + (f"resumed from {origin.step}" if resumed else "started afresh"),
             "the unreadable checkpoint was moved aside as <step>.corrupt-<time>",
             skipped_step=bad_step))
-    if restored is not None:
-        writer.write_event(records.event(start, "resume", f"resumed from checkpoint {start}",
-                                  lr_scale=guard.lr_scale, rollbacks=guard.rollbacks))
+    if resumed:
+        writer.write_event(records.event(
+            origin.step, "resume", f"resumed from checkpoint {origin.step}",
+            lr_scale=origin.guard.lr_scale, rollbacks=origin.guard.rollbacks))
+    return writer
+
+
+@contextlib.contextmanager
+def _closed_on_error(writer: records.MetricWriter, checkpointer: ckpt.Checkpointer):
+    """On an error or a give-up: keeps whatever was committed, releases files and threads,
+    and raises the original error."""
     try:
-        monitor = HealthMonitor(
-            dict(config.health), loss=config.loss, penalty=config.penalty,
-            penalty_target=config.penalty_target, penalty_weight=config.penalty_weight,
-        )
-        step_fn = make_train_step(StepConfig.from_config(config, it.class_frequencies), mesh, gan)
-        sampler = _Sampler(gan, config, it.reference_samples(1000, config.seed))
-        evaluator = (
-            evaluators.evaluator_for_data(config, it, seed=config.seed)
-            if config.eval_every else None
-        )
-        early = evaluation.make_early_stopping(config, evaluator)
-        if early is not None and restored is not None:
-            early.set_state(restored[1].get("early_stopping"))
-        stopped_by_early_stopping = False
-        progress = Progress(start, config.num_iterations, enabled=is_main)
-        total = config.num_iterations
-        last_metrics: dict[str, float] = {}
-        rate = _Rate()
-        step = start
-        stopping = False
-
-        def data_state() -> dict[str, Any]:
-            extra = {"early_stopping": early.get_state()} if early is not None else {}
-            return {**it.get_state(), "lr_scale": guard.lr_scale, "guard": guard.state(), **extra}
-
-        with _Stop(enabled=jax.process_count() == 1, setup=setup) as stop:
-            while step < total:
-                state, metrics = step_fn(state, next(it))
-                step += 1
-                progress.update(step)
-                at_end = step == total
-                stopping = stop.requested or checkpointer.reached_preemption(step)
-                due = due_actions(config, step, stopping=stopping,
-                                  evaluating=evaluator is not None, is_main=is_main)
-                if due.log:
-                    row = {k: float(v) for k, v in jax.device_get(metrics).items()}
-                    row["steps_per_second"] = rate(config.log_every)
-                    writer.write_scalars(step, row)
-                    writer.write_histograms(step, records.layer_grad_norm_histograms(row))
-                    last_metrics = row
-                    _record_health(monitor, writer, step, row)
-                    if is_main:
-                        log.info("%s | critic %.4f gen %.4f W %.4f gp %.4f", progress.summary(step),
-                                 row["critic_loss"], row["generator_loss"],
-                                 row["wasserstein_estimate"], row["gradient_penalty"])
-                    trouble = guard.check(row) if due.guard else None
-                    if trouble is not None and not stopping:
-                        state, gan, step = _roll_back(
-                            config, mesh, checkpointer, writer, guard, it, step, trouble,
-                            lambda scale: build_gan(config, generator, critic, scale),
-                        )
-                        step_fn = make_train_step(
-                            StepConfig.from_config(config, it.class_frequencies), mesh, gan)
-                        continue
-                if due.sample:
-                    sampler.save(state, step, workdir, writer)
-                if due.plot:
-                    records.update_plots(workdir)
-                # An evaluation's checkpoint competes for checkpoints/best.json.
-                eval_metrics: dict[str, float] | None = None
-                if due.evaluate:
-                    eval_metrics = evaluators.evaluate_state(
-                        config, gan, state, seed=config.seed, evaluator=evaluator
-                    )
-                    writer.write_scalars(step, eval_metrics)
-                    last_metrics.update(eval_metrics)
-                    _record_health(monitor, writer, step, eval_metrics)
-                    if is_main:
-                        log.info("eval step %d: %s", step, " ".join(
-                            f"{k}={v:.4g}" for k, v in sorted(eval_metrics.items())))
-                    if early is not None and early.update(eval_metrics[evaluator.metric]):
-                        log.info("early stopping: %s did not improve for %d evaluations "
-                                 "(best %.4g)", evaluator.metric, early.patience, early.best)
-                        stopped_by_early_stopping = True
-                if at_end or stopping or stopped_by_early_stopping or eval_metrics is not None:
-                    checkpointer.save(step, state, data_state(), eval_metrics)
-                elif due.checkpoint:
-                    if float(metrics["nonfinite_consecutive"]) > 0:
-                        log.warning("step %d: updates are being skipped as non-finite; periodic "
-                                    "checkpoint deferred", step)
-                    else:
-                        checkpointer.save(step, state, data_state())
-                if stopping or stopped_by_early_stopping:
-                    break
-        checkpointer.wait()
-        if not ckpt.all_finite(state):
-            _fail_nonfinite_final(step, checkpointer, writer)
-        if stopping:
-            log.info("checkpoint %d committed; stopped at step %d of %d (run again to resume)",
-                     checkpointer.latest_step() or 0, step, total)
-        elif is_main:
-            path = sampler.save(state, step, workdir, writer)
-            records.update_plots(workdir)
-            log.info("samples: %s", path)
-        writer.close()
-        checkpointer.close()
-        return {"step": step, "start_step": start, "stopped_early": step < total,
-                "rollbacks": guard.rollbacks, "early_stopped": stopped_by_early_stopping,
-                "best": checkpointer.best(), "lr_scale": guard.lr_scale,
-                "metrics": last_metrics, "workdir": workdir,
-                **trained_modules(state, generator, critic, use_ema=ema)}
+        yield
     except BaseException:
-        # An error or a give-up: keep whatever was committed, release files and threads.
         try:
             writer.close()
         except OSError as error:  # a full disk: never mask the original error
@@ -506,20 +427,180 @@ def _train(config, workdir, mesh, it, generator, critic, is_main,
         raise
 
 
-def _already_done(config, checkpointer, start: int, guard: _Guard, workdir: str) -> dict:
+def _make_step(job: _Job, gan: GAN) -> Callable:
+    """The compiled training step of `gan` (its optimizers' learning rates included)."""
+    return make_train_step(StepConfig.from_config(job.config, job.data.class_frequencies),
+                           job.mesh, gan)
+
+
+def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
+    """The health rules, the step, the sampler, the evaluator and early stopping (restored
+    from the checkpoint's data item on a resume)."""
+    config = job.config
+    monitor = HealthMonitor(
+        dict(config.health), loss=config.loss, penalty=config.penalty,
+        penalty_target=config.penalty_target, penalty_weight=config.penalty_weight,
+    )
+    train_step = _make_step(job, origin.gan)
+    sampler = _Sampler(origin.gan, config, job.data.reference_samples(1000, config.seed))
+    evaluator = (evaluators.evaluator_for_data(config, job.data, seed=config.seed)
+                 if config.eval_every else None)
+    if evaluator is not None and origin.checkpointer.best() is None:  # a resume keeps its own
+        log.info("best checkpoint chosen by %s (%s is better)", origin.metric,
+                 "lower" if lower_is_better(origin.metric) else "higher")
+    early = make_early_stopping(config, origin.metric if evaluator is not None else "")
+    if early is not None and origin.saved is not None:
+        early.set_state(origin.saved.get("early_stopping"))
+    return _Run(job, origin.gan, train_step, origin.checkpointer, writer, monitor, origin.guard,
+                sampler, evaluator, early, origin.metric)
+
+
+def _loop(run: _Run, state: TrainState, start: int, setup: _SetupStop) -> _Outcome:
+    """Steps until `num_iterations`, a stop signal or an early stop; after each step
+    `due_actions` decides what else happens (log, guard, pictures, evaluation, checkpoint)."""
+    config, total = run.config, run.config.num_iterations
+    progress = Progress(start, total, enabled=run.job.is_main)
+    rate = _Rate()
+    last_metrics: dict[str, float] = {}
+    step = start
+    due = None
+    with _Stop(enabled=jax.process_count() == 1, setup=setup) as stop:
+        while step < total:
+            state, metrics = run.train_step(state, next(run.job.data))
+            step += 1
+            progress.update(step)
+            stopping = stop.requested or run.checkpointer.reached_preemption(step)
+            due = due_actions(config, step, stopping=stopping,
+                              evaluating=run.evaluator is not None, is_main=run.job.is_main)
+            if due.log:
+                last_metrics = _log_row(run, step, metrics, rate(config.log_every), progress)
+                trouble = run.guard.check(last_metrics) if due.guard else None
+                if trouble is not None and not stopping:
+                    run, state, step = _roll_back(run, step, trouble)
+                    continue
+            _draw(run, state, step, due)
+            eval_metrics = _evaluate_and_log(run, state, step) if due.evaluate else None
+            if eval_metrics is not None:
+                last_metrics.update(eval_metrics)
+                if _early_stop(run, eval_metrics):
+                    due = due_actions(config, step, stopping=stopping, evaluating=True,
+                                      is_main=run.job.is_main, early_stop=True)
+            _save_checkpoint(run, state, step, due, metrics, eval_metrics)
+            if due.stop:
+                break
+    return _Outcome(run, state, step, stopped=due is not None and due.checkpoint == STOP,
+                    early_stopped=due is not None and due.checkpoint == EARLY_STOP,
+                    metrics=last_metrics)
+
+
+def _log_row(run: _Run, step: int, metrics: dict[str, jax.Array], steps_per_second: float,
+             progress: Progress) -> dict[str, float]:
+    """Writes the step's metrics row (and its layer histograms), runs the health rules on it
+    and logs one line; returns the row."""
+    row = {k: float(v) for k, v in jax.device_get(metrics).items()}
+    row["steps_per_second"] = steps_per_second
+    run.writer.write_scalars(step, row)
+    run.writer.write_histograms(step, records.layer_grad_norm_histograms(row))
+    _record_health(run.monitor, run.writer, step, row)
+    if run.job.is_main:
+        log.info("%s | critic %.4f gen %.4f W %.4f gp %.4f", progress.summary(step),
+                 row["critic_loss"], row["generator_loss"], row["wasserstein_estimate"],
+                 row["gradient_penalty"])
+    return row
+
+
+def _draw(run: _Run, state: TrainState, step: int, due: Due) -> None:
+    """The progress pictures due after `step`: a sample grid, the metric plots."""
+    if not run.job.pictures:
+        return
+    if due.sample:
+        run.sampler.save(run.gan, state, step, run.job.workdir, run.writer)
+    if due.plot:
+        records.update_plots(run.job.workdir)
+
+
+def _evaluate_and_log(run: _Run, state: TrainState, step: int) -> dict[str, float]:
+    """Evaluates `state`, writes the metrics and runs the health rules on them."""
+    eval_metrics = evaluators.evaluate_state(run.config, run.gan, state, seed=run.config.seed,
+                                             evaluator=run.evaluator)
+    run.writer.write_scalars(step, eval_metrics)
+    _record_health(run.monitor, run.writer, step, eval_metrics)
+    if run.job.is_main:
+        log.info("eval step %d: %s", step, " ".join(
+            f"{k}={v:.4g}" for k, v in sorted(eval_metrics.items())))
+    return eval_metrics
+
+
+def _early_stop(run: _Run, eval_metrics: dict[str, float]) -> bool:
+    """Feeds an evaluation to early stopping; True (and one line) when the run must stop."""
+    if run.early is None or not run.early.update(eval_metrics[run.metric]):
+        return False
+    log.info("early stopping: %s did not improve for %d evaluations (best %.4g)", run.metric,
+             run.early.patience, run.early.best)
+    return True
+
+
+def _data_state(run: _Run) -> dict[str, Any]:
+    """The checkpoint's data item: the data position, the guard's and early stopping's
+    bookkeeping."""
+    extra = {"early_stopping": run.early.get_state()} if run.early is not None else {}
+    return {**run.job.data.get_state(), "lr_scale": run.guard.lr_scale,
+            "guard": run.guard.state(), **extra}
+
+
+def _save_checkpoint(run: _Run, state: TrainState, step: int, due: Due,
+                     metrics: dict[str, jax.Array], eval_metrics: dict[str, float] | None) -> None:
+    """Starts the checkpoint `due` asks for; an evaluation's metrics compete for
+    checkpoints/best.json. A periodic one waits while updates are skipped as non-finite."""
+    if not due.checkpoint:
+        return
+    if due.deferrable and float(metrics["nonfinite_consecutive"]) > 0:
+        log.warning("step %d: updates are being skipped as non-finite; periodic checkpoint "
+                    "deferred", step)
+        return
+    run.checkpointer.save(step, state, _data_state(run), eval_metrics)
+
+
+def _finish(outcome: _Outcome, start: int) -> dict[str, Any]:
+    """Waits for the last checkpoint, refuses a non-finite final state, draws the final
+    pictures (unless stopped), closes the records and returns the summary."""
+    run, state, step = outcome.run, outcome.state, outcome.step
+    job, checkpointer = run.job, run.checkpointer
+    checkpointer.wait()
+    if not ckpt.all_finite(state):
+        _fail_nonfinite_final(step, checkpointer, run.writer)
+    if outcome.stopped:
+        log.info("checkpoint %d committed; stopped at step %d of %d (run again to resume)",
+                 checkpointer.latest_step() or 0, step, run.config.num_iterations)
+    elif job.is_main and job.pictures:
+        path = run.sampler.save(run.gan, state, step, job.workdir, run.writer)
+        records.update_plots(job.workdir)
+        log.info("samples: %s", path)
+    run.writer.close()
+    checkpointer.close()
+    return {"step": step, "start_step": start, "stopped_early": step < run.config.num_iterations,
+            "rollbacks": run.guard.rollbacks, "early_stopped": outcome.early_stopped,
+            "best": checkpointer.best(), "lr_scale": run.guard.lr_scale,
+            "metrics": outcome.metrics, "workdir": job.workdir,
+            **trained_modules(state, *job.networks, use_ema=run.config.ema_decay > 0)}
+
+
+def _already_done(job: _Job, origin: _Origin) -> dict[str, Any]:
     """A resume whose checkpoint already reached `num_iterations`: one line, nothing trained
     and nothing written (exit status 0: the run is complete)."""
+    checkpointer = origin.checkpointer
     log.info("nothing to train: checkpoint %d in %s already reached num_iterations=%d (raise "
-             "--config.num_iterations to train further)", start, checkpointer.directory,
-             config.num_iterations)
+             "--config.num_iterations to train further)", origin.step, checkpointer.directory,
+             job.config.num_iterations)
     best = checkpointer.best()
     checkpointer.close()
-    return {"step": start, "start_step": start, "stopped_early": False,
-            "rollbacks": guard.rollbacks, "early_stopped": False, "best": best,
-            "lr_scale": guard.lr_scale, "metrics": {}, "workdir": workdir}
+    return {"step": origin.step, "start_step": origin.step, "stopped_early": False,
+            "rollbacks": origin.guard.rollbacks, "early_stopped": False, "best": best,
+            "lr_scale": origin.guard.lr_scale, "metrics": {}, "workdir": job.workdir}
 
 
-def _fail_nonfinite_final(step: int, checkpointer, writer) -> None:
+def _fail_nonfinite_final(step: int, checkpointer: ckpt.Checkpointer,
+                          writer: records.MetricWriter) -> None:
     """The run ends with a non-finite state, which is never saved: say so, name the last good
     checkpoint (an event and a `UserError`), so that the run does not end as if it succeeded."""
     last = checkpointer.latest_step()
@@ -532,38 +613,37 @@ def _fail_nonfinite_final(step: int, checkpointer, writer) -> None:
     raise UserError(message)
 
 
-def _roll_back(config, mesh, checkpointer, writer, guard, it, step, trouble, make_gan):
+def _roll_back(run: _Run, step: int,
+               trouble: tuple[str, dict[str, float]]) -> tuple[_Run, TrainState, int]:
     """Restores the newest good checkpoint with both learning rates lowered; gives up after
-    `config.max_rollbacks`. Returns (state, gan, step restored)."""
+    `config.max_rollbacks`. Returns the run with its new GAN and step, the state and the step
+    restored."""
+    config, guard, job = run.config, run.guard, run.job
     reason, evidence = trouble
     guard.rollbacks += 1
     if guard.rollbacks > config.max_rollbacks:
-        writer.write_event(records.event(step, "rollback", f"gave up: {reason}", **evidence))
+        run.writer.write_event(records.event(step, "rollback", f"gave up: {reason}", **evidence))
         raise UserError(
             f"training diverged at step {step} ({reason}) after {config.max_rollbacks} "
             "rollbacks (config.max_rollbacks); lower critic_lr/generator_lr, raise "
             "penalty_weight or check the data"
         )
-    checkpointer.wait()
-    restored = checkpointer.restore(abstract_train_state(make_gan(guard.lr_scale), config, mesh),
-                                    required_data=DATA_KEYS)
+    run.checkpointer.wait()
+    restored = run.checkpointer.restore(abstract_train_state(run.gan, config, job.mesh),
+                                        required_data=DATA_KEYS)
     guard.lr_scale *= config.rollback_lr_factor
-    gan = make_gan(guard.lr_scale)
+    gan = build_gan(config, *job.networks, guard.lr_scale)
     if restored is None:
-        state = replicate(
-            create_train_state(gan, data_shape(config), config.seed, config.ema_decay > 0,
-                               check=False), mesh
-        )
-        it.set_state({"position": 0})
-        to_step = 0
+        state, to_step = _fresh_state(config, gan, job.mesh), 0
+        job.data.set_state({"position": 0})
     else:
-        state, saved_data, to_step = restored
-        it.set_state(saved_data)
+        state, saved, to_step = restored
+        job.data.set_state(saved)
     message = (f"rolled back from step {step} to checkpoint {to_step}: {reason} "
                f"(rollback {guard.rollbacks} of at most {config.max_rollbacks})")
-    writer.write_event(records.event(
+    run.writer.write_event(records.event(
         step, "rollback", message,
         f"both learning rates are now x{guard.lr_scale:g} of the configured ones",
         to_step=to_step, lr_scale=guard.lr_scale, rollbacks=guard.rollbacks, **evidence))
     log.warning("%s", message)
-    return state, gan, to_step
+    return dataclasses.replace(run, gan=gan, train_step=_make_step(job, gan)), state, to_step
