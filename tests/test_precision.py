@@ -143,7 +143,7 @@ def test_sample_and_progress_pictures_at_the_runs_precision(tmp_path):
     assert runs.generate_samples(gan, state, 4, seed=0, truncation=1.0,
                                  matmul_precision="highest").shape == (4, 2)
     c = get_config_schema()
-    c.matmul_precision = "highest"
+    c.matmul_precision, c.dataset, c.model.kind = "highest", "toy:ring8", "mlp"
     sampler = _Sampler(gan, c, np.zeros((10, 2), np.float32))
-    sampler._gen(state, sampler.z)
+    assert sampler.save(gan, state, 1, str(tmp_path), None).endswith("step_0000001.png")
     assert spy.seen == ["high", "highest", "highest"]
