@@ -13,6 +13,8 @@ import pytest
 from conftest import REPO, run_module
 
 from wgan_jax import checkpoint as ckpt
+from wgan_jax import checkpoint_agreement, checkpoint_content, workdir_lock
+from wgan_jax.checkpoint_best import lower_is_better
 from wgan_jax.errors import UserError
 
 
@@ -175,23 +177,23 @@ def test_nonfinite_state_is_never_saved(tmp_path):
     assert c.save(2, _state(2.0), {"position": 2})
     c.close()
     assert c.all_steps() == [2]
-    assert ckpt.all_finite(_state(1.0)) and not ckpt.all_finite(bad)
+    assert checkpoint_content.all_finite(_state(1.0)) and not checkpoint_content.all_finite(bad)
 
 
 def test_lower_is_better():
-    assert ckpt.lower_is_better("eval/fid") and ckpt.lower_is_better("eval/w1")
-    assert not ckpt.lower_is_better("eval/modes") and not ckpt.lower_is_better("eval/is")
-    assert not ckpt.lower_is_better("eval/recall")
+    assert lower_is_better("eval/fid") and lower_is_better("eval/w1")
+    assert not lower_is_better("eval/modes") and not lower_is_better("eval/is")
+    assert not lower_is_better("eval/recall")
 
 
 @pytest.mark.slow
 def test_workdir_lock_refuses_second_trainer(tmp_path):
     workdir = str(tmp_path / "run")
-    lock = ckpt.WorkdirLock(workdir)
+    lock = workdir_lock.WorkdirLock(workdir)
     lock.acquire()
     try:
         with pytest.raises(UserError, match="in use by a running trainer"):
-            ckpt.WorkdirLock(workdir).acquire()
+            workdir_lock.WorkdirLock(workdir).acquire()
         result = run_module(["wgan_jax.main", "--config=configs/toy_25gaussians.py",
                              "--workdir", workdir,
                              "--config.num_iterations=2", "--config.model.width=8"],
@@ -203,7 +205,7 @@ def test_workdir_lock_refuses_second_trainer(tmp_path):
         assert not os.path.exists(os.path.join(workdir, "checkpoints"))
     finally:
         lock.release()
-    again = ckpt.WorkdirLock(workdir)
+    again = workdir_lock.WorkdirLock(workdir)
     again.acquire()
     again.release()
 
@@ -278,7 +280,7 @@ def _failing_json_reads(monkeypatch, errors: list[BaseException]) -> list[str]:
         return original(self, directory, *args, **kwargs)
 
     monkeypatch.setattr(ocp.JsonCheckpointHandler, "restore", restore)
-    monkeypatch.setattr(ckpt, "READ_BACKOFF_SECONDS", 0.0)
+    monkeypatch.setattr(checkpoint_agreement, "READ_BACKOFF_SECONDS", 0.0)
     return calls
 
 
@@ -318,7 +320,7 @@ def test_persistent_read_error_stops_in_one_line_and_sets_nothing_aside(
     assert line.startswith("error: checkpoint 2 in ") and "Input/output error" in line
     assert "nothing was set aside" in line
     # Checkpoint 2 was tried READ_ATTEMPTS times; checkpoint 1 was never used instead.
-    assert len(calls) == ckpt.READ_ATTEMPTS and all("/2" in d for d in calls)
+    assert len(calls) == checkpoint_agreement.READ_ATTEMPTS and all("/2" in d for d in calls)
     assert not c.skipped and c.all_steps() == [1, 2]
     assert not glob.glob(os.path.join(workdir, "checkpoints", "*.corrupt-*"))
     c.close()
@@ -360,14 +362,14 @@ def test_fingerprint_sees_any_single_change():
     tree = {"f": jnp.linspace(-1, 1, 64, dtype=jnp.float32).reshape(8, 8),
             "b": jnp.arange(6, dtype=jnp.bfloat16), "k": jnp.array([7, 9], jnp.uint32),
             "m": jnp.array([True, False])}
-    base = ckpt.fingerprint(tree)
-    assert len(base) == 4 and base == ckpt.fingerprint(jax.tree.map(jnp.copy, tree))
+    base = checkpoint_content.fingerprint(tree)
+    assert len(base) == 4 and base == checkpoint_content.fingerprint(jax.tree.map(jnp.copy, tree))
     for key, index in (("f", (3, 5)), ("b", 2), ("k", 1), ("m", 1)):
         value = tree[key][index]
         changed = tree[key].at[index].set(~value if key == "m" else value + 1)
-        assert ckpt.fingerprint({**tree, key: changed}) != base, key
+        assert checkpoint_content.fingerprint({**tree, key: changed}) != base, key
     swapped = tree["f"].at[0, 0].set(tree["f"][0, 1]).at[0, 1].set(tree["f"][0, 0])
-    assert ckpt.fingerprint({**tree, "f": swapped}) != base
+    assert checkpoint_content.fingerprint({**tree, "f": swapped}) != base
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")

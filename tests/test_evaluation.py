@@ -137,7 +137,7 @@ def test_rgb_with_missing_inception_weights_is_a_user_error():
 
 
 def test_early_stopping_and_the_checkpointer_agree_on_directions():
-    from wgan_jax import checkpoint, policies
+    from wgan_jax import checkpoint_best, policies
 
     config = get_config_schema()
     config.eval_every, config.early_stopping.patience = 10, 3
@@ -145,7 +145,7 @@ def test_early_stopping_and_the_checkpointer_agree_on_directions():
                    "eval/high_quality", "eval/precision", "eval/recall", "eval/density",
                    "eval/coverage", "eval/is"):
         early = policies.make_early_stopping(config, metric)
-        assert early.lower_is_better == checkpoint.lower_is_better(metric), metric
+        assert early.lower_is_better == checkpoint_best.lower_is_better(metric), metric
 
 
 class _FakeInception:

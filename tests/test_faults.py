@@ -39,7 +39,7 @@ from test_resume import (  # noqa: F401 - fixtures used by name
 )
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import runs, train
+from wgan_jax import checkpoint_content, runs, train
 from wgan_jax.errors import DataError, UserError
 
 
@@ -355,7 +355,7 @@ def test_edited_or_broken_data_item_falls_back_to_the_previous_checkpoint(
         text = json.dumps(data)
     elif edit == "position_missing":  # as saved before the data fingerprint existed
         text = json.dumps({k: v for k, v in data.items()
-                           if k not in ("position", ckpt.DATA_FINGERPRINT_KEY)})
+                           if k not in ("position", checkpoint_content.DATA_FINGERPRINT_KEY)})
     else:
         text = json.dumps(data)[:40]
     with open(path, "w") as f:

@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from wgan_jax import checkpoint as ckpt
-from wgan_jax import diagnose, fs, plots, records
+from wgan_jax import checkpoint_best, diagnose, fs, plots, records, workdir_lock
 from wgan_jax.errors import UserError
 
 
@@ -173,17 +172,17 @@ def test_best_json_helpers(tmp_path, remote):
     record = {"step": 7, "metric": "eval/w1", "value": 0.25}
     for directory in (str(tmp_path / "checkpoints"), fs.join(remote, "checkpoints")):
         path = fs.join(directory, "best.json")
-        assert ckpt.read_best_file(path) is None
+        assert checkpoint_best.read_best_file(path) is None
         fs.makedirs(directory)
-        ckpt.write_best_file(path, record)
-        assert ckpt.read_best_file(path) == record
+        checkpoint_best.write_best_file(path, record)
+        assert checkpoint_best.read_best_file(path) == record
         fs.write_atomic(path, "{not json")
-        assert ckpt.read_best_file(path) is None
+        assert checkpoint_best.read_best_file(path) is None
     assert os.listdir(tmp_path / "checkpoints") == ["best.json"]
 
 
 def test_remote_workdir_lock_is_skipped_with_one_info_line(remote, caplog):
-    lock = ckpt.WorkdirLock(remote)
+    lock = workdir_lock.WorkdirLock(remote)
     with caplog.at_level(logging.INFO, logger="wgan_jax"):
         lock.acquire()
     assert len([r for r in caplog.records if "not locked" in r.message]) == 1

@@ -31,7 +31,7 @@ from test_resume import (  # noqa: F401 - fixtures used by name
 )
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import train
+from wgan_jax import train, workdir_lock
 
 pytestmark = pytest.mark.slow
 
@@ -46,6 +46,7 @@ workdir, pid, port, fault = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv
 jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid)
 import orbax.checkpoint as ocp
 from wgan_jax import checkpoint as ckpt
+from wgan_jax import checkpoint_agreement
 from wgan_jax import cli, records, train
 from wgan_jax.config import get_config_schema
 
@@ -79,7 +80,7 @@ if pid == 1 and fault in ("corrupt", "io"):
     ocp.JsonCheckpointHandler.restore = restore
 if pid == 1 and fault == "listing":
     ckpt.Checkpointer.all_steps = lambda self: [s for s in steps(self) if s != 16]
-ckpt.READ_BACKOFF_SECONDS = 0.05
+checkpoint_agreement.READ_BACKOFF_SECONDS = 0.05
 
 def body():
     summary = train.train_and_evaluate(config, workdir, pictures=False)
@@ -201,7 +202,7 @@ def test_different_listings_resume_both_from_the_newest_common_step(
 def test_a_workdir_in_use_stops_both_processes_with_the_same_line(tmp_path):
     """Only process 0 takes the workdir lock; when it cannot, process 1 must not wait."""
     workdir = str(tmp_path / "run")
-    lock = ckpt.WorkdirLock(workdir)
+    lock = workdir_lock.WorkdirLock(workdir)
     lock.acquire()
     try:
         port = str(_free_port())

@@ -20,7 +20,7 @@ from conftest import REPO
 from jax.experimental.compilation_cache import compilation_cache as cc
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import input_pipeline, train
+from wgan_jax import checkpoint_content, input_pipeline, train
 from wgan_jax.config import get_config_schema
 from wgan_jax.errors import UserError
 from wgan_jax.step import make_mesh
@@ -246,12 +246,12 @@ def test_elastic_restore_between_1_and_8_devices(tmp_path):
     assert "global_devices=8" in result.stderr and "resuming from checkpoint 4" in result.stderr
 
     restored, data, step = final_state(workdir, make_config(), 8)  # written on 8, read on 1
-    assert step == 8 and data["position"] == 8 and ckpt.all_finite(restored)
+    assert step == 8 and data["position"] == 8 and checkpoint_content.all_finite(restored)
     config = make_config(num_iterations=10)
     summary = train.train_and_evaluate(config, workdir, pictures=False)  # 8 -> 1
     assert summary["start_step"] == 8 and summary["step"] == 10
     state, data, step = final_state(workdir, make_config())
-    assert step == 10 and data["position"] == 10 and ckpt.all_finite(state)
+    assert step == 10 and data["position"] == 10 and checkpoint_content.all_finite(state)
 
 
 class _Poisoned:
@@ -306,7 +306,7 @@ def test_nan_updates_are_skipped_then_rolled_back(tmp_path, monkeypatch):
     abstract = train.abstract_train_state(train.build_gan(config), config, make_mesh())
     for step in reader.all_steps():
         state, data, _ = reader.restore(abstract, step)
-        assert ckpt.all_finite(state), f"checkpoint {step} holds a non-finite value"
+        assert checkpoint_content.all_finite(state), f"checkpoint {step} holds a non-finite value"
     assert data["guard"]["lr_scale"] == 0.5 and data["guard"]["rollbacks"] == 1
     reader.close()
 

@@ -22,12 +22,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # plain Python / numpy: files, records, rules on metrics, metrics, data readers, the plan,
     # the loop's policies
     "base": ("fs", "plots", "records", "progress", "hlo_stats", "cli", "health", "run_config",
-             "eval_plan", "metrics", "data", "policies"),
+             "eval_plan", "metrics", "data", "policies", "checkpoint_best"),
     # JAX, pure: networks, losses, penalties, the state, sampling controls
     "core": ("precision", "augment", "losses", "penalties", "diagnostics", "models", "state",
              "sampling"),
     "step": ("step",),
-    "edges": ("input_pipeline", "checkpoint"),
+    "edges": ("input_pipeline", "checkpoint", "checkpoint_agreement", "checkpoint_content",
+              "workdir_lock"),
     "evaluation": ("evaluators",),
     "runs": ("runs",),
     "trainer": ("train",),

@@ -29,6 +29,7 @@ import numpy as np
 
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import evaluators, fs, input_pipeline, plots, precision, records, sampling
+from wgan_jax.checkpoint_content import all_finite
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.data.sources import check_num_classes, num_classes
 from wgan_jax.errors import StoppedDuringSetup, UserError
@@ -54,6 +55,7 @@ from wgan_jax.state import (
     trained_modules,
 )
 from wgan_jax.step import StepConfig, make_mesh, make_train_step, place_state
+from wgan_jax.workdir_lock import lock_workdir
 
 log = logging.getLogger("wgan_jax")
 
@@ -305,7 +307,7 @@ def train_and_evaluate(
         objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
         job = _Job(config, workdir, mesh, it, (generator, critic), objects, pictures,
                    is_main=jax.process_index() == 0)
-        lock = ckpt.lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
+        lock = lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
         try:
             return _train(job, setup)
         except OSError as error:
@@ -567,7 +569,7 @@ def _finish(outcome: _Outcome, start: int) -> dict[str, Any]:
     run, state, step = outcome.run, outcome.state, outcome.step
     job, checkpointer = run.job, run.checkpointer
     checkpointer.wait()
-    if not ckpt.all_finite(state):
+    if not all_finite(state):
         _fail_nonfinite_final(step, checkpointer, run.writer)
     if outcome.stopped:
         log.info("checkpoint %d committed; stopped at step %d of %d (run again to resume)",
