@@ -106,10 +106,11 @@ def conditional_floor(config, evaluator, seed: int) -> dict:
 
 
 def _pipeline(config):
+    from wgan_jax.data.spec import DataSpec
     from wgan_jax.input_pipeline import create_input_pipeline
     from wgan_jax.step import make_mesh
 
-    return create_input_pipeline(config, make_mesh())
+    return create_input_pipeline(DataSpec.from_config(config), make_mesh())
 
 
 def _feature_suffix(row: dict) -> str | None:

@@ -17,13 +17,14 @@ from wgan_jax import checkpoint as ckpt
 from wgan_jax import diagnose, evaluators, policies
 from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import ConfigError
 from wgan_jax.eval_plan import eval_plan, metric_names
 from wgan_jax.metrics import ranking
 
 
 def _plan(config):
-    return eval_plan(config, num_classes(config))
+    return eval_plan(config, num_classes(DataSpec.from_config(config)))
 
 FEATURE_NAMES = ("fid", "kid", "precision", "recall", "density", "coverage")
 
@@ -39,7 +40,7 @@ def _config(dataset: str, channels: int = 1, **kw):
 def _validate(config, num_devices: int) -> None:
     """What the trainer checks before anything is written: the values, then the plan."""
     validate_config(config, num_devices)
-    eval_plan(config, num_classes(config))
+    eval_plan(config, num_classes(DataSpec.from_config(config)))
 
 
 # ---- the plan: which features, which names, what is refused --------------------------------

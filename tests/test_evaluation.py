@@ -9,12 +9,13 @@ from wgan_jax import evaluators
 from wgan_jax.config import get_config_schema
 from wgan_jax.data import toy
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.eval_plan import eval_plan
 from wgan_jax.evaluators import make_evaluator
 
 
 def _plan(config):
-    return eval_plan(config, num_classes(config))
+    return eval_plan(config, num_classes(DataSpec.from_config(config)))
 
 
 def _config(dataset: str, **kw):

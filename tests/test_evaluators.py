@@ -11,13 +11,14 @@ import optax
 from wgan_jax import evaluators, runs, sampling
 from wgan_jax.config import apply_overrides, get_config_schema
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.eval_plan import eval_plan
 from wgan_jax.metrics.conditional import label_accuracy
 from wgan_jax.state import GAN, create_train_state
 
 
 def _plan(config):
-    return eval_plan(config, num_classes(config))
+    return eval_plan(config, num_classes(DataSpec.from_config(config)))
 
 
 def _counting_gan() -> tuple[GAN, list[int], object]:

@@ -23,6 +23,7 @@ from wgan_jax import checkpoint as ckpt
 from wgan_jax import fs, plots, precision, sampling
 from wgan_jax.config import data_shape
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import ConfigError, UserError
 from wgan_jax.evaluators import evaluate_state, evaluator_for_data
 from wgan_jax.models import build_models
@@ -64,7 +65,8 @@ def build_gan(
     if generator is None or critic is None:
         generator, critic = build_networks(config, generator, critic)
     g_tx, d_tx = make_optimizers(config, lr_scale)
-    return GAN(generator, critic, g_tx, d_tx, config.model.z_dim, num_classes(config))
+    return GAN(generator, critic, g_tx, d_tx, config.model.z_dim,
+               num_classes(DataSpec.from_config(config)))
 
 
 def abstract_state(state: Any, mesh) -> Any:

@@ -31,6 +31,7 @@ from wgan_jax import checkpoint as ckpt
 from wgan_jax import evaluators, fs, input_pipeline, plots, precision, records, sampling
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.data.sources import check_num_classes, num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import StoppedDuringSetup, UserError
 from wgan_jax.eval_plan import eval_plan
 from wgan_jax.health import HealthMonitor, format_event
@@ -295,13 +296,14 @@ def train_and_evaluate(
     with _SetupStop(enabled=jax.process_count() == 1) as setup:
         mesh = make_mesh()
         validate_config(config, mesh.devices.size)
-        eval_plan(config, num_classes(config))  # what evaluation cannot compute: before a write
+        data_spec = DataSpec.from_config(config)  # what the data layer reads, once
+        eval_plan(config, num_classes(data_spec))  # what evaluation cannot compute: before a write
         fs.check_directory(workdir)
         given_g, given_c = generator is not None, critic is not None
         generator, critic = build_networks(config, generator, critic)  # factory errors: no write
-        check_num_classes(config)
+        check_num_classes(data_spec)
         check_run_networks(config, generator, critic, given=(given_g, given_c))  # before a write
-        it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
+        it = input_pipeline.create_input_pipeline(data_spec, mesh)  # data errors before any write
         objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
         job = _Job(config, workdir, mesh, it, (generator, critic), objects, pictures,
                    is_main=jax.process_index() == 0)

@@ -9,7 +9,8 @@ from typing import Any
 
 import ml_collections
 
-from wgan_jax.data.sources import num_classes, resolve_data_dir
+from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.eval_plan import EvalPlan, check_class_samples, eval_plan
 from wgan_jax.evaluators.base import LabelsFn, ReferenceFn
 from wgan_jax.evaluators.composite import Evaluator, Part
@@ -84,7 +85,8 @@ def make_evaluator(
     Raises `ConfigError` for an impossible `config.eval` and `UserError` when
     `config.eval.inception_weights` names a file that cannot be loaded.
     """
-    classes = num_classes(config)
+    data_spec = DataSpec.from_config(config)
+    classes = num_classes(data_spec)
     plan = eval_plan(config, classes)
     if plan.class_metrics:
         check_class_samples(config, classes)
@@ -97,7 +99,7 @@ def make_evaluator(
         return None
     classifier = None
     if plan.kind == "stacked" or plan.features == "digits":
-        classifier = DigitClassifier.load_or_train(resolve_data_dir(config))
+        classifier = DigitClassifier.load_or_train(data_spec.data_dir)
     extractor = None
     if plan.features == "inception":
         extractor = load_inception(config.eval.inception_weights)

@@ -9,6 +9,7 @@ from typing import Any
 import ml_collections
 
 from wgan_jax import precision, sampling
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.evaluators.common import make_evaluator
 from wgan_jax.evaluators.composite import Evaluator
 from wgan_jax.input_pipeline import DataIterator, create_input_pipeline
@@ -20,7 +21,8 @@ def evaluator_for_data(
 ) -> Evaluator | None:
     """`make_evaluator` on `data` (a `DataIterator`; by default the config's, built here
     without reading a batch): its reference examples, their labels, its class frequencies."""
-    data = create_input_pipeline(config, make_mesh()) if data is None else data
+    if data is None:
+        data = create_input_pipeline(DataSpec.from_config(config), make_mesh())
     return make_evaluator(config, data.reference_samples, seed=seed,
                           reference_labels=data.reference_labels,
                           class_frequencies=data.class_frequencies)
