@@ -28,7 +28,13 @@ from wgan_jax.errors import ConfigError, UserError
 from wgan_jax.evaluators import evaluate_state, evaluator_for_data
 from wgan_jax.models import build_models
 from wgan_jax.run_config import OBJECTS_KEY, load_config_json, read_config_dict
-from wgan_jax.state import GAN, TrainState, create_train_state, make_optimizers
+from wgan_jax.state import (
+    GAN,
+    OptimizerConfig,
+    TrainState,
+    create_train_state,
+    make_optimizers,
+)
 from wgan_jax.step import make_mesh
 
 log = logging.getLogger("wgan_jax")
@@ -64,7 +70,7 @@ def build_gan(
     """The networks (the caller's, else the config's) with their optimizers."""
     if generator is None or critic is None:
         generator, critic = build_networks(config, generator, critic)
-    g_tx, d_tx = make_optimizers(config, lr_scale)
+    g_tx, d_tx = make_optimizers(OptimizerConfig.from_config(config), lr_scale)
     return GAN(generator, critic, g_tx, d_tx, config.model.z_dim,
                num_classes(DataSpec.from_config(config)))
 
