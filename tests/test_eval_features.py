@@ -265,8 +265,7 @@ def test_checkpointer_and_diagnose_pick_the_same_best(tmp_path, wanted, metric, 
     ev = evaluators.Evaluator(_plan(_config("digits", 1,
                                                          **{"eval.metric": wanted})), [])
     assert ev.metric == metric
-    early = policies.make_early_stopping(
-        _config("digits", 1, eval_every=1, **{"early_stopping.patience": 1}), plan.metric)
+    early = policies.make_early_stopping(plan.metric, patience=1, eval_every=1)
     assert early.lower_is_better == ranking.lower_is_better(metric)
 
 

@@ -145,7 +145,8 @@ def test_early_stopping_and_the_checkpointer_agree_on_directions():
     for metric in ("eval/fid", "eval/kid", "eval/w1", "eval/reverse_kl", "eval/kl", "eval/modes",
                    "eval/high_quality", "eval/precision", "eval/recall", "eval/density",
                    "eval/coverage", "eval/is"):
-        early = policies.make_early_stopping(config, metric)
+        early = policies.make_early_stopping(metric, patience=config.early_stopping.patience,
+                                             eval_every=config.eval_every)
         assert early.lower_is_better == checkpoint.lower_is_better(metric), metric
 
 

@@ -43,6 +43,7 @@ from wgan_jax.policies import (
     DivergenceGuard,
     Due,
     EarlyStopping,
+    Schedule,
     due_actions,
     make_early_stopping,
 )
@@ -226,6 +227,7 @@ class _Job:
     objects: tuple[str, ...]  # the networks the caller passed as objects (config.json names them)
     pictures: bool  # sample grids and metric plots (off: the numbers are the same)
     is_main: bool  # process 0 writes the human-facing files
+    schedule: Schedule  # how often the loop logs, evaluates, draws and saves (`due_actions`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,7 +308,7 @@ def train_and_evaluate(
         it = input_pipeline.create_input_pipeline(data_spec, mesh)  # data errors before any write
         objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
         job = _Job(config, workdir, mesh, it, (generator, critic), objects, pictures,
-                   is_main=jax.process_index() == 0)
+                   is_main=jax.process_index() == 0, schedule=Schedule.from_config(config))
         lock = ckpt.lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
         try:
             return _train(job, setup)
@@ -363,7 +365,7 @@ def _restore_or_init(job: _Job) -> _Origin:
     """The newest readable checkpoint in the workdir (with the data position and the guard's
     bookkeeping it holds), else a fresh state."""
     config = job.config
-    guard = DivergenceGuard(config)
+    guard = DivergenceGuard(config.max_consecutive_nonfinite, config.loss_explosion_factor)
     gan = build_gan(config, *job.networks)
     metric = eval_plan(config, gan.num_classes).metric
     checkpointer = ckpt.Checkpointer(
@@ -450,7 +452,9 @@ def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
     if evaluator is not None and origin.checkpointer.best() is None:  # a resume keeps its own
         log.info("best checkpoint chosen by %s (%s is better)", origin.metric,
                  "lower" if lower_is_better(origin.metric) else "higher")
-    early = make_early_stopping(config, origin.metric if evaluator is not None else "")
+    early = make_early_stopping(origin.metric if evaluator is not None else "",
+                                patience=config.early_stopping.patience,
+                                eval_every=config.eval_every)
     if early is not None and origin.saved is not None:
         early.set_state(origin.saved.get("early_stopping"))
     return _Run(job, origin.gan, train_step, origin.checkpointer, writer, monitor, origin.guard,
@@ -472,7 +476,7 @@ def _loop(run: _Run, state: TrainState, start: int, setup: _SetupStop) -> _Outco
             step += 1
             progress.update(step)
             stopping = stop.requested or run.checkpointer.reached_preemption(step)
-            due = due_actions(config, step, stopping=stopping,
+            due = due_actions(run.job.schedule, step, stopping=stopping,
                               evaluating=run.evaluator is not None, is_main=run.job.is_main)
             if due.log:
                 last_metrics = _log_row(run, step, metrics, rate(config.log_every), progress)
@@ -485,7 +489,7 @@ def _loop(run: _Run, state: TrainState, start: int, setup: _SetupStop) -> _Outco
             if eval_metrics is not None:
                 last_metrics.update(eval_metrics)
                 if _early_stop(run, eval_metrics):
-                    due = due_actions(config, step, stopping=stopping, evaluating=True,
+                    due = due_actions(run.job.schedule, step, stopping=stopping, evaluating=True,
                                       is_main=run.job.is_main, early_stop=True)
             _save_checkpoint(run, state, step, due, metrics, eval_metrics)
             if due.stop:
