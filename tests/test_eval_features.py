@@ -161,7 +161,8 @@ def halves():
 def _evaluator(channels, reference, data_dir):
     config = _config("digits", channels, eval_every=10, data_dir=str(data_dir),
                      **{"eval.num_samples": 800})
-    return evaluators.make_evaluator(config, lambda n, seed: reference[:n], kid_subsets=10)
+    return evaluators.make_evaluator(evaluators.EvalSpec.from_config(config),
+                                     lambda n, seed: reference[:n], kid_subsets=10)
 
 
 @pytest.mark.parametrize("channels", [3, 4])

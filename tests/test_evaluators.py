@@ -41,7 +41,8 @@ def _counting_gan() -> tuple[GAN, list[int], object]:
 def test_evaluation_and_sample_share_one_compiled_generator():
     gan, traces, state = _counting_gan()
     config = get_config_schema()
-    out = evaluators.evaluate_state(config, gan, state, num_samples=7,
+    out = evaluators.evaluate_state(evaluators.EvalSpec.from_config(config), gan, state,
+                                    num_samples=7,
                                     evaluator=lambda samples: {"eval/n": float(len(samples))})
     samples = runs.generate_samples(gan, state, 7, seed=1)
     assert out == {"eval/n": 7.0} and samples.shape == (7, 2)

@@ -25,7 +25,7 @@ from wgan_jax.config import data_shape
 from wgan_jax.data.sources import num_classes
 from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import ConfigError, UserError
-from wgan_jax.evaluators import evaluate_state, evaluator_for_data
+from wgan_jax.evaluators import EvalSpec, evaluate_state, evaluator_for_data
 from wgan_jax.models import build_models
 from wgan_jax.run_config import OBJECTS_KEY, load_config_json, read_config_dict
 from wgan_jax.state import (
@@ -406,12 +406,13 @@ def evaluate_run(workdir: str, checkpoint: str = "latest", num: int | None = Non
     config, gan, state, step = load_run(workdir, checkpoint, generator=generator, critic=critic)
     if num is not None:
         config.eval.num_samples = num
-    evaluator = evaluator_for_data(config, seed=seed)
+    spec = EvalSpec.from_config(config)
+    evaluator = evaluator_for_data(spec, seed=seed)
     if evaluator is None:
         raise UserError(
             f"no metrics apply to {config.dataset} without config.eval.inception_weights"
         )
-    metrics = evaluate_state(config, gan, state, seed=seed, evaluator=evaluator)
+    metrics = evaluate_state(spec, gan, state, seed=seed, evaluator=evaluator)
     return {
         "workdir": workdir,
         "step": step,

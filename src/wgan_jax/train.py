@@ -259,6 +259,7 @@ class _Run:
     evaluator: evaluators.Evaluator | None
     early: EarlyStopping | None
     metric: str
+    eval_spec: evaluators.EvalSpec | None  # what evaluation reads, built once (eval_every > 0)
 
     @property
     def config(self) -> ml_collections.ConfigDict:
@@ -447,8 +448,9 @@ def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
     )
     train_step = _make_step(job, origin.gan)
     sampler = _Sampler(origin.gan, config, job.data.reference_samples(1000, config.seed))
-    evaluator = (evaluators.evaluator_for_data(config, job.data, seed=config.seed)
-                 if config.eval_every else None)
+    eval_spec = evaluators.EvalSpec.from_config(config) if config.eval_every else None
+    evaluator = (evaluators.evaluator_for_data(eval_spec, job.data, seed=config.seed)
+                 if eval_spec is not None else None)
     if evaluator is not None and origin.checkpointer.best() is None:  # a resume keeps its own
         log.info("best checkpoint chosen by %s (%s is better)", origin.metric,
                  "lower" if lower_is_better(origin.metric) else "higher")
@@ -458,7 +460,7 @@ def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
     if early is not None and origin.saved is not None:
         early.set_state(origin.saved.get("early_stopping"))
     return _Run(job, origin.gan, train_step, origin.checkpointer, writer, monitor, origin.guard,
-                sampler, evaluator, early, origin.metric)
+                sampler, evaluator, early, origin.metric, eval_spec)
 
 
 def _loop(run: _Run, state: TrainState, start: int, setup: _SetupStop) -> _Outcome:
@@ -527,7 +529,7 @@ def _draw(run: _Run, state: TrainState, step: int, due: Due) -> None:
 
 def _evaluate_and_log(run: _Run, state: TrainState, step: int) -> dict[str, float]:
     """Evaluates `state`, writes the metrics and runs the health rules on them."""
-    eval_metrics = evaluators.evaluate_state(run.config, run.gan, state, seed=run.config.seed,
+    eval_metrics = evaluators.evaluate_state(run.eval_spec, run.gan, state, seed=run.config.seed,
                                              evaluator=run.evaluator)
     run.writer.write_scalars(step, eval_metrics)
     _record_health(run.monitor, run.writer, step, eval_metrics)
