@@ -116,12 +116,13 @@ def heldout_metrics(config, gan, state, seed: int, memorised: bool = False) -> d
     """
     from wgan_jax.data.digits import digits_source
     from wgan_jax.data.images import SubsetSource, to_float
-    from wgan_jax.evaluators import evaluate_state, make_evaluator
+    from wgan_jax.evaluators import EvalSpec, evaluate_state, make_evaluator
 
     images = to_float(digits_source(config.image_size, config.num_channels).images)
     train_idx, test_idx = heldout_split(config)
-    evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
-    fake = evaluate_state(config, gan, state, seed, evaluator=evaluator, num_samples=len(train_idx))
+    spec = EvalSpec.from_config(config)
+    evaluator = make_evaluator(spec, lambda n, s: images[test_idx], seed=0)
+    fake = evaluate_state(spec, gan, state, seed, evaluator=evaluator, num_samples=len(train_idx))
     out = {**renamed("heldout", fake), **renamed("floor", evaluator(images[train_idx]))}
     if memorised:
         own = SubsetSource(range(len(images)), config.dataset_size).indices

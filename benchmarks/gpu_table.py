@@ -449,7 +449,7 @@ def run_quality(args) -> None:
     evaluates the final checkpoint and prints mean +- std of every evaluation metric."""
     from common import ms, train_timed
 
-    from wgan_jax.evaluators import evaluate_state, evaluator_for_data
+    from wgan_jax.evaluators import EvalSpec, evaluate_state, evaluator_for_data
     from wgan_jax.runs import load_run
 
     platform = check_platform(args.expect_platform)
@@ -463,8 +463,9 @@ def run_quality(args) -> None:
                 workdir = os.path.join(args.root, f"{name}_{dtype}_seed{seed}")
                 timing = train_timed(config, workdir)
                 config, gan, state, _ = load_run(workdir, "latest")
-                metrics = evaluate_state(config, gan, state, seed=seed,
-                                         evaluator=evaluator_for_data(config, seed=0))
+                spec = EvalSpec.from_config(config)
+                metrics = evaluate_state(spec, gan, state, seed=seed,
+                                         evaluator=evaluator_for_data(spec, seed=0))
                 rows.append({"config": name, "dtype": dtype, "seed": seed, **timing, **metrics})
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     if args.json:

@@ -21,6 +21,7 @@ import numpy as np
 from PIL import Image
 
 from wgan_jax.config import data_shape, get_config_schema
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.input_pipeline import create_input_pipeline
 from wgan_jax.state import create_train_state
 from wgan_jax.step import StepConfig, make_mesh, make_train_step
@@ -49,7 +50,7 @@ def _config(dataset: str, size: int, channels: int, data_dir: str):
 
 
 def pipeline_rate(config, iterations: int) -> float:
-    it = create_input_pipeline(config, make_mesh())
+    it = create_input_pipeline(DataSpec.from_config(config), make_mesh())
     next(it).block_until_ready()  # reader threads started, caches warm
     start = time.perf_counter()
     for _ in range(iterations):
@@ -65,7 +66,7 @@ def step_rate(config, steps: int) -> float:
     gan = build_gan(config)
     state = replicate(create_train_state(gan, shape, config.seed, False), mesh)
     step = make_train_step(StepConfig.from_config(config), mesh, gan)
-    it = create_input_pipeline(config, make_mesh())
+    it = create_input_pipeline(DataSpec.from_config(config), make_mesh())
     batches = [next(it) for _ in range(steps + 1)]
     state, metrics = step(state, batches[0])
     jax.block_until_ready(metrics)
@@ -87,7 +88,7 @@ def main() -> None:
         _sprites(os.path.join(tmp, "sprites"), args.sprites)
         folder = _config(f"folder:{tmp}/sprites", 64, 4, os.path.join(tmp, "data"))
         start = time.perf_counter()
-        create_input_pipeline(folder, make_mesh()).close()
+        create_input_pipeline(DataSpec.from_config(folder), make_mesh()).close()
         convert = time.perf_counter() - start
         cases = [("digits 32x32x1", _config("digits", 32, 1, tmp)),
                  ("folder 64x64x4 (RGBA PNG)", folder)]

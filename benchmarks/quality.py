@@ -60,7 +60,7 @@ PUBLISHED = {
 
 def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     """Train one (config, seed) from scratch and evaluate its final checkpoint."""
-    from wgan_jax.evaluators import evaluate_state, evaluator_for_data
+    from wgan_jax.evaluators import EvalSpec, evaluate_state, evaluator_for_data
     from wgan_jax.runs import load_run
 
     config = load_config(name)
@@ -74,8 +74,9 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     config, gan, state, step = load_run(workdir, "latest")
     if args.num_samples:
         config.eval.num_samples = args.num_samples
-    evaluator = evaluator_for_data(config, seed=0)
-    metrics = evaluate_state(config, gan, state, seed=seed, evaluator=evaluator)
+    spec = EvalSpec.from_config(config)
+    evaluator = evaluator_for_data(spec, seed=0)
+    metrics = evaluate_state(spec, gan, state, seed=seed, evaluator=evaluator)
     row = {"config": name, "seed": seed, "step": step, **timing, **metrics}
     if evaluator is not None and evaluator.class_metrics:
         row.update(conditional_floor(config, evaluator, seed))
@@ -106,10 +107,11 @@ def conditional_floor(config, evaluator, seed: int) -> dict:
 
 
 def _pipeline(config):
+    from wgan_jax.data.spec import DataSpec
     from wgan_jax.input_pipeline import create_input_pipeline
     from wgan_jax.step import make_mesh
 
-    return create_input_pipeline(config, make_mesh())
+    return create_input_pipeline(DataSpec.from_config(config), make_mesh())
 
 
 def _feature_suffix(row: dict) -> str | None:

@@ -136,13 +136,14 @@ def test_fake_labels_follow_the_class_frequencies():
 def test_conditional_batches_carry_the_examples_labels():
     from wgan_jax import input_pipeline
     from wgan_jax.data.digits import digits_images
+    from wgan_jax.data.spec import DataSpec
     from wgan_jax.step import make_mesh
 
     overrides = {**CASES["mlp_8px"], "dataset_size": 300}
     mesh = make_mesh()
-    it = input_pipeline.create_input_pipeline(_config(overrides), mesh)
-    plain = input_pipeline.create_input_pipeline(
-        _config({**overrides, "model.conditional": "none"}), mesh)
+    it = input_pipeline.create_input_pipeline(DataSpec.from_config(_config(overrides)), mesh)
+    plain = input_pipeline.create_input_pipeline(DataSpec.from_config(
+        _config({**overrides, "model.conditional": "none"})), mesh)
     images, labels = next(it)
     np.testing.assert_array_equal(np.asarray(images), np.asarray(next(plain)))  # same images
     assert labels.dtype == jnp.int32 and labels.shape == images.shape[:2]

@@ -12,6 +12,7 @@ from PIL import Image
 from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.data.digits import digits_images, stacked_digits_classes, stacked_digits_labels
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import ConfigError
 from wgan_jax.input_pipeline import create_input_pipeline
 from wgan_jax.step import make_mesh
@@ -51,8 +52,8 @@ def test_stacked_class_is_100r_plus_10g_plus_b():
 
 def test_stacked_digits_batches_carry_each_images_class():
     c = _config({"dataset": "stacked_digits", "num_channels": 3, "dataset_size": 400})
-    assert num_classes(c) == 1000
-    it = create_input_pipeline(c, make_mesh())
+    assert num_classes(DataSpec.from_config(c)) == 1000
+    it = create_input_pipeline(DataSpec.from_config(c), make_mesh())
     images, labels = next(it)
     counts = np.bincount(stacked_digits_classes(stacked_digits_labels()), minlength=1000)
     assert len(it.class_frequencies) == 1000 and sum(it.class_frequencies) == pytest.approx(1.0)
@@ -94,8 +95,8 @@ def _folder(path: str, tmp_path, **overrides):
 
 def test_folder_subfolders_are_the_classes_in_sorted_order(classes_folder, tmp_path):
     c = _folder(classes_folder, tmp_path)
-    assert num_classes(c) == 3
-    it = create_input_pipeline(c, make_mesh())
+    assert num_classes(DataSpec.from_config(c)) == 3
+    it = create_input_pipeline(DataSpec.from_config(c), make_mesh())
     np.testing.assert_allclose(it.class_frequencies, [2 / 6, 1 / 6, 3 / 6])
     images, labels = next(it)
     red = np.rint((np.asarray(images)[0, :, 0, 0, 0] + 1.0) * 127.5)
@@ -115,8 +116,8 @@ def test_folder_classes_refusals_name_the_key_and_folder(layout, words, tmp_path
         for i in range(count):
             Image.new("RGB", (8, 8), (i, i, i)).save(root / name / f"{i}.png")
     c = _folder(str(root), tmp_path, **{"model.conditional": "none"})
-    for build in (lambda: num_classes(_folder(str(root), tmp_path)),
-                  lambda: create_input_pipeline(c, make_mesh())):
+    for build in (lambda: num_classes(DataSpec.from_config(_folder(str(root), tmp_path))),
+                  lambda: create_input_pipeline(DataSpec.from_config(c), make_mesh())):
         with pytest.raises(ConfigError) as error:
             build()
         message = str(error.value)
@@ -160,9 +161,9 @@ def test_a_class_count_that_is_not_the_datas_is_refused(classes_folder, tmp_path
     from wgan_jax.data.sources import check_num_classes
 
     c = _folder(classes_folder, tmp_path, **{"model.num_classes": 3})
-    check_num_classes(c)
+    check_num_classes(DataSpec.from_config(c))
     c.model.num_classes = 4
     with pytest.raises(ConfigError, match=r"^config.model.num_classes: 4, but folder:.* has 3 "):
-        check_num_classes(c)
+        check_num_classes(DataSpec.from_config(c))
     with pytest.raises(ConfigError, match=r"^config.model.num_classes: 2: only a conditional"):
         _config({"model.conditional": "none", "model.num_classes": 2})

@@ -58,7 +58,8 @@ def evaluator(data_dir, split):
     (images, labels), _ = split
     frequencies = tuple(np.bincount(labels, minlength=10) / len(labels))
     return evaluators.make_evaluator(
-        _config(data_dir=str(data_dir)), lambda n, seed: images, kid_subsets=10,
+        evaluators.EvalSpec.from_config(_config(data_dir=str(data_dir))),
+        lambda n, seed: images, kid_subsets=10,
         reference_labels=lambda n, seed: labels, class_frequencies=frequencies)
 
 
@@ -105,8 +106,8 @@ def test_label_accuracy_is_read_class_by_class(data_dir, split):
     the classifier's accuracy, not the class balance), and the 5s are the worst class."""
     (images, labels), (held_out, truth) = split
     ev = evaluators.make_evaluator(
-        _config(data_dir=str(data_dir)), lambda n, seed: images, kid_subsets=2,
-        reference_labels=lambda n, seed: labels,
+        evaluators.EvalSpec.from_config(_config(data_dir=str(data_dir))),
+        lambda n, seed: images, kid_subsets=2, reference_labels=lambda n, seed: labels,
         class_frequencies=(0.0,) * 3 + (0.5, 0.0, 0.5) + (0.0,) * 4)
     threes = held_out[truth == 3][:20]
     read = ev.classifier.predict(threes)
@@ -120,7 +121,8 @@ def test_start_line_names_the_class_metrics_and_the_held_out_floor(data_dir, spl
     (images, labels), _ = split
     with caplog.at_level(logging.INFO, logger="wgan_jax"):
         evaluators.make_evaluator(
-            _config(data_dir=str(data_dir)), lambda n, seed: images,
+            evaluators.EvalSpec.from_config(_config(data_dir=str(data_dir))),
+            lambda n, seed: images,
             reference_labels=lambda n, seed: labels, class_frequencies=(0.1,) * 10)
     line = caplog.records[-1].getMessage()
     assert "label accuracy by the digit classifier" in line and "eval/label_accuracy" in line
@@ -155,7 +157,8 @@ def test_stacked_digits_label_accuracy(data_dir):
     source = stacked_digits_source(8)
     images = to_float(np.stack([source[i] for i in range(500)]))
     classes = stacked_digits_classes(source.labels[:500])
-    ev = evaluators.make_evaluator(config, lambda n, seed: images, kid_subsets=5,
+    ev = evaluators.make_evaluator(evaluators.EvalSpec.from_config(config),
+                                   lambda n, seed: images, kid_subsets=5,
                                    class_frequencies=(1 / 1000,) * 1000)
     assert ev(images, classes)["eval/label_accuracy"] > 0.9
     assert ev(images, (classes + 1) % 1000)["eval/label_accuracy"] < 0.05
@@ -171,7 +174,8 @@ def test_too_few_samples_per_class_is_a_config_error(split):
     eval_plan(few, 10)
     (images, labels), _ = split
     with pytest.raises(ConfigError, match=r"^config.eval.num_samples: 999, "):
-        evaluators.make_evaluator(few, lambda n, seed: images, class_frequencies=(0.1,) * 10,
+        evaluators.make_evaluator(evaluators.EvalSpec.from_config(few), lambda n, seed: images,
+                                  class_frequencies=(0.1,) * 10,
                                   reference_labels=lambda n, seed: labels)
 
 

@@ -17,6 +17,7 @@ from wgan_jax import config as schema
 from wgan_jax.config import apply_overrides, check_schema, get_config_schema, validate_config
 from wgan_jax.data import toy
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.default_config import get_config as default_config
 from wgan_jax.errors import ConfigError, DataError
 from wgan_jax.eval_plan import eval_plan
@@ -59,7 +60,7 @@ def test_every_shipped_config_still_validates():
     for path in paths:
         config = load_repo_file(os.path.relpath(path, REPO)).get_config()
         validate_config(config, 1)
-        eval_plan(config, num_classes(config))
+        eval_plan(config, num_classes(DataSpec.from_config(config)))
 
 
 def test_a_config_file_must_return_the_schema():
@@ -103,13 +104,13 @@ def test_validation_reads_no_data_and_makes_no_plan(tmp_path):
                         "data_dir": str(tmp_path)})
     validate_config(c, 1)
     with pytest.raises(DataError):
-        num_classes(c)
+        num_classes(DataSpec.from_config(c))
     c = get_config_schema()
     apply_overrides(c, {"dataset": "folder:/rgb", "image_size": 8, "num_channels": 3,
                         "model.kind": "dcgan", "eval_every": 10})
     validate_config(c, 1)
     with pytest.raises(ConfigError, match=r"^config\.eval_every: 10, but nothing can be"):
-        eval_plan(c, num_classes(c))
+        eval_plan(c, num_classes(DataSpec.from_config(c)))
 
 
 def test_unknown_keys_are_named_with_the_closest_ones():

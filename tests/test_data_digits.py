@@ -7,6 +7,7 @@ import pytest
 
 from wgan_jax.config import get_config_schema
 from wgan_jax.data import digits
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.input_pipeline import create_input_pipeline
 from wgan_jax.step import make_mesh
 
@@ -34,7 +35,7 @@ def test_digits_pipeline(channels):
     c = get_config_schema()
     c.dataset, c.model.kind, c.image_size, c.num_channels = "digits", "dcgan", 32, channels
     c.global_batch_size, c.n_critic = 8, 3
-    x = np.asarray(next(create_input_pipeline(c, make_mesh())))
+    x = np.asarray(next(create_input_pipeline(DataSpec.from_config(c), make_mesh())))
     assert x.shape == (3, 8, 32, 32, channels) and x.dtype == np.float32
     assert x.min() == -1.0 and 0.5 < x.max() <= 1.0
 
@@ -55,7 +56,7 @@ def test_stacked_digits_pipeline_with_labels():
     c = get_config_schema()
     c.dataset, c.model.kind, c.image_size, c.num_channels = "stacked_digits", "dcgan", 16, 3
     c.global_batch_size, c.n_critic = 8, 2
-    it = create_input_pipeline(c, make_mesh())
+    it = create_input_pipeline(DataSpec.from_config(c), make_mesh())
     x = np.asarray(next(it))
     assert x.shape == (2, 8, 16, 16, 3) and x.min() >= -1 and x.max() <= 1
     assert it.reference_labels(20, 0).shape == (20, 3)

@@ -11,6 +11,7 @@ from PIL import Image
 
 from wgan_jax.config import get_config_schema
 from wgan_jax.data import folder
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import DataError
 from wgan_jax.input_pipeline import create_input_pipeline
 from wgan_jax.step import make_mesh
@@ -41,7 +42,8 @@ def _config(path, data_dir, channels: int = 4, size: int = 16):
 def test_folder_batches(tmp_path, channels):
     _write_images(tmp_path / "imgs")
     before = sorted(os.listdir(tmp_path / "imgs"))
-    it = create_input_pipeline(_config(tmp_path / "imgs", tmp_path / "data", channels), make_mesh())
+    spec = DataSpec.from_config(_config(tmp_path / "imgs", tmp_path / "data", channels))
+    it = create_input_pipeline(spec, make_mesh())
     x = np.asarray(next(it))
     assert x.shape == (2, 4, 16, 16, channels) and x.dtype == np.float32
     assert x.min() >= -1 and x.max() <= 1

@@ -12,6 +12,7 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from wgan_jax.config import get_config_schema, validate_config
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.data.tfds_source import tfds_image_source
 from wgan_jax.errors import ConfigError, DataError
 from wgan_jax.input_pipeline import create_input_pipeline
@@ -34,7 +35,8 @@ def _config(name: str, size: int, channels: int, data_dir) -> object:
 )
 def test_tfds_batches(tmp_path, name, size, channels):
     with tfds.testing.mock_data(num_examples=12, policy=tfds.testing.MockPolicy.USE_CODE):
-        it = create_input_pipeline(_config(name, size, channels, tmp_path), make_mesh())
+        spec = DataSpec.from_config(_config(name, size, channels, tmp_path))
+        it = create_input_pipeline(spec, make_mesh())
         x = np.asarray(next(it))
         ref = it.reference_samples(3, 0)
     assert x.shape == (2, 4, size, size, channels) and x.dtype == np.float32
@@ -118,7 +120,7 @@ def test_written_dataset_through_the_pipeline_with_data_split(written):
     c.data_split = "test"
     c.global_batch_size, c.n_critic = 5, 1
     validate_config(c, 1)
-    x = np.asarray(next(create_input_pipeline(c, make_mesh())))[0]
+    x = np.asarray(next(create_input_pipeline(DataSpec.from_config(c), make_mesh())))[0]
     expected = _pictures("test").astype(np.float32) / 127.5 - 1.0
     np.testing.assert_allclose(_sorted(x), _sorted(expected), atol=1e-6)
     c.data_split = "train[:2]"
@@ -156,8 +158,8 @@ def test_labels_are_each_pictures_class_label(written):
     label_of = {p.tobytes(): i % 3 for i, p in enumerate(_pictures("train"))}
     assert [label_of[source[i].tobytes()] for i in range(len(source))] == list(source.labels)
     c = _conditional(written)
-    assert num_classes(c) == 4  # the ClassLabel's, not the labels' maximum + 1
-    it = create_input_pipeline(c, make_mesh())
+    assert num_classes(DataSpec.from_config(c)) == 4  # the ClassLabel's, not labels' maximum + 1
+    it = create_input_pipeline(DataSpec.from_config(c), make_mesh())
     np.testing.assert_allclose(it.class_frequencies, [1 / 3, 1 / 3, 1 / 3, 0.0])
     images, labels = next(it)
     pixels = np.rint((np.asarray(images)[0] + 1.0) * 127.5).astype(np.uint8)
@@ -172,7 +174,8 @@ def test_data_label_refusals_name_the_key(written, label, words):
     from wgan_jax.data.sources import num_classes
 
     c = _conditional(written, data_label=label)
-    for build in (lambda: num_classes(c), lambda: create_input_pipeline(c, make_mesh())):
+    spec = DataSpec.from_config(c)
+    for build in (lambda: num_classes(spec), lambda: create_input_pipeline(spec, make_mesh())):
         with pytest.raises(ConfigError) as error:
             build()
         message = str(error.value)

@@ -10,6 +10,7 @@ from wgan_jax import train
 from wgan_jax.config import apply_overrides, get_config_schema
 from wgan_jax.data.digits import digits_source
 from wgan_jax.data.images import SubsetSource, to_float
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import DataError
 from wgan_jax.input_pipeline import local_data
 
@@ -23,7 +24,7 @@ def _config(**overrides):
 
 def _seen(config, iterations: int) -> set[bytes]:
     """The distinct training examples of the first `iterations` global batches."""
-    data = local_data(config, slice(0, config.global_batch_size))
+    data = local_data(DataSpec.from_config(config), slice(0, config.global_batch_size))
     return {x.tobytes() for k in range(iterations) for x in data.dataset[k][0]}
 
 

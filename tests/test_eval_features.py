@@ -17,13 +17,14 @@ from wgan_jax import checkpoint as ckpt
 from wgan_jax import diagnose, evaluators, policies
 from wgan_jax.config import apply_overrides, get_config_schema, validate_config
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import ConfigError
 from wgan_jax.eval_plan import eval_plan, metric_names
 from wgan_jax.metrics import ranking
 
 
 def _plan(config):
-    return eval_plan(config, num_classes(config))
+    return eval_plan(config, num_classes(DataSpec.from_config(config)))
 
 FEATURE_NAMES = ("fid", "kid", "precision", "recall", "density", "coverage")
 
@@ -39,7 +40,7 @@ def _config(dataset: str, channels: int = 1, **kw):
 def _validate(config, num_devices: int) -> None:
     """What the trainer checks before anything is written: the values, then the plan."""
     validate_config(config, num_devices)
-    eval_plan(config, num_classes(config))
+    eval_plan(config, num_classes(DataSpec.from_config(config)))
 
 
 # ---- the plan: which features, which names, what is refused --------------------------------
@@ -160,7 +161,8 @@ def halves():
 def _evaluator(channels, reference, data_dir):
     config = _config("digits", channels, eval_every=10, data_dir=str(data_dir),
                      **{"eval.num_samples": 800})
-    return evaluators.make_evaluator(config, lambda n, seed: reference[:n], kid_subsets=10)
+    return evaluators.make_evaluator(evaluators.EvalSpec.from_config(config),
+                                     lambda n, seed: reference[:n], kid_subsets=10)
 
 
 @pytest.mark.parametrize("channels", [3, 4])
@@ -264,8 +266,7 @@ def test_checkpointer_and_diagnose_pick_the_same_best(tmp_path, wanted, metric, 
     ev = evaluators.Evaluator(_plan(_config("digits", 1,
                                                          **{"eval.metric": wanted})), [])
     assert ev.metric == metric
-    early = policies.make_early_stopping(
-        _config("digits", 1, eval_every=1, **{"early_stopping.patience": 1}), plan.metric)
+    early = policies.make_early_stopping(plan.metric, patience=1, eval_every=1)
     assert early.lower_is_better == ranking.lower_is_better(metric)
 
 

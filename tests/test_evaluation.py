@@ -9,12 +9,13 @@ from wgan_jax import evaluators
 from wgan_jax.config import get_config_schema
 from wgan_jax.data import toy
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.eval_plan import eval_plan
-from wgan_jax.evaluators import make_evaluator
+from wgan_jax.evaluators import EvalSpec, make_evaluator
 
 
 def _plan(config):
-    return eval_plan(config, num_classes(config))
+    return eval_plan(config, num_classes(DataSpec.from_config(config)))
 
 
 def _config(dataset: str, **kw):
@@ -32,7 +33,7 @@ def _toy_reference(name: str):
 
 @pytest.mark.parametrize("name, modes", [("ring8", 8), ("grid25", 25)])
 def test_toy_true_mixture_vs_collapsed(name, modes):
-    ev = make_evaluator(_config(f"toy:{name}"), _toy_reference(name))
+    ev = make_evaluator(EvalSpec.from_config(_config(f"toy:{name}")), _toy_reference(name))
     assert ev.default_metric == "eval/w1" and ev.metric == "eval/w1"
     good = ev(toy.toy_samples(name, 1000, seed=5))
     assert set(good) == {"eval/modes", "eval/high_quality", "eval/reverse_kl", "eval/w1"}
@@ -51,7 +52,7 @@ def test_toy_true_mixture_vs_collapsed(name, modes):
 
 
 def test_toy_evaluation_is_deterministic_and_handles_nonfinite():
-    ev = make_evaluator(_config("toy:ring8"), _toy_reference("ring8"))
+    ev = make_evaluator(EvalSpec.from_config(_config("toy:ring8")), _toy_reference("ring8"))
     samples = toy.toy_samples("ring8", 300, seed=1)
     assert ev(samples) == ev(samples)
     broken = samples.copy()
@@ -61,7 +62,7 @@ def test_toy_evaluation_is_deterministic_and_handles_nonfinite():
 
 
 def test_swissroll_has_only_w1():
-    ev = make_evaluator(_config("toy:swissroll"), _toy_reference("swissroll"))
+    ev = make_evaluator(EvalSpec.from_config(_config("toy:swissroll")), _toy_reference("swissroll"))
     out = ev(toy.toy_samples("swissroll", 400, seed=3))
     assert set(out) == {"eval/w1"} and 0 < out["eval/w1"] < 0.3
 
@@ -87,7 +88,7 @@ def test_digits_real_vs_real_small_real_vs_noise_large(data_dir, digits_data):
     half_a, half_b = images[perm[:800]], images[perm[800:1600]]
     config = _config("digits", image_size=16, data_dir=str(data_dir))
     config.eval.num_samples = 800
-    ev = make_evaluator(config, lambda n, seed: half_a[:n], kid_subsets=10)
+    ev = make_evaluator(EvalSpec.from_config(config), lambda n, seed: half_a[:n], kid_subsets=10)
     assert ev.kind == "digits" and ev.default_metric == "eval/fid_digits"
     real = ev(half_b)
     assert set(real) == set(ev.metric_names())
@@ -108,8 +109,8 @@ def test_stacked_digits_modes_and_kl(data_dir, digits_data):
     def stack(idx):
         return np.concatenate([images[idx[:, c]] for c in range(3)], axis=-1)
 
-    ev = make_evaluator(config, lambda n, seed: stack(rng.integers(0, len(images), (n, 3))),
-                        kid_subsets=10)
+    ev = make_evaluator(EvalSpec.from_config(config),
+                        lambda n, seed: stack(rng.integers(0, len(images), (n, 3))), kid_subsets=10)
     assert ev.kind == "stacked"
     diverse = ev(stack(np.random.default_rng(2).integers(0, len(images), (2000, 3))))
     assert diverse["eval/modes"] > 800  # of 1000; 2000 uniform draws cover ~865
@@ -123,7 +124,7 @@ def test_stacked_digits_modes_and_kl(data_dir, digits_data):
 def test_rgb_without_inception_weights_warns_and_returns_none(caplog):
     config = _config("folder:/nowhere", num_channels=3)
     with caplog.at_level("WARNING", logger="wgan_jax"):
-        assert make_evaluator(config, lambda n, seed: None) is None
+        assert make_evaluator(EvalSpec.from_config(config), lambda n, seed: None) is None
     assert "inception_weights" in caplog.text
 
 
@@ -133,7 +134,7 @@ def test_rgb_with_missing_inception_weights_is_a_user_error():
     config = _config("folder:/nowhere", num_channels=3)
     config.eval.inception_weights = "/no/such/weights.pth"
     with pytest.raises(UserError, match="inception_weights"):
-        make_evaluator(config, lambda n, seed: None)
+        make_evaluator(EvalSpec.from_config(config), lambda n, seed: None)
 
 
 def test_early_stopping_and_the_checkpointer_agree_on_directions():
@@ -144,7 +145,8 @@ def test_early_stopping_and_the_checkpointer_agree_on_directions():
     for metric in ("eval/fid", "eval/kid", "eval/w1", "eval/reverse_kl", "eval/kl", "eval/modes",
                    "eval/high_quality", "eval/precision", "eval/recall", "eval/density",
                    "eval/coverage", "eval/is"):
-        early = policies.make_early_stopping(config, metric)
+        early = policies.make_early_stopping(metric, patience=config.early_stopping.patience,
+                                             eval_every=config.eval_every)
         assert early.lower_is_better == checkpoint_best.lower_is_better(metric), metric
 
 

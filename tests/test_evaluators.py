@@ -11,13 +11,14 @@ import optax
 from wgan_jax import evaluators, runs, sampling
 from wgan_jax.config import apply_overrides, get_config_schema
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.eval_plan import eval_plan
 from wgan_jax.metrics.conditional import label_accuracy
 from wgan_jax.state import GAN, create_train_state
 
 
 def _plan(config):
-    return eval_plan(config, num_classes(config))
+    return eval_plan(config, num_classes(DataSpec.from_config(config)))
 
 
 def _counting_gan() -> tuple[GAN, list[int], object]:
@@ -40,7 +41,8 @@ def _counting_gan() -> tuple[GAN, list[int], object]:
 def test_evaluation_and_sample_share_one_compiled_generator():
     gan, traces, state = _counting_gan()
     config = get_config_schema()
-    out = evaluators.evaluate_state(config, gan, state, num_samples=7,
+    out = evaluators.evaluate_state(evaluators.EvalSpec.from_config(config), gan, state,
+                                    num_samples=7,
                                     evaluator=lambda samples: {"eval/n": float(len(samples))})
     samples = runs.generate_samples(gan, state, 7, seed=1)
     assert out == {"eval/n": 7.0} and samples.shape == (7, 2)

@@ -189,23 +189,24 @@ def test_changed_batch_continues_at_the_same_example():
     """4 iterations of 2 x 32 examples, then iterations of 2 x 64: the first one holds exactly
     the stream's examples 256..383, the ones the old batch would have read next."""
     from wgan_jax import input_pipeline
+    from wgan_jax.data.spec import DataSpec
     from wgan_jax.step import make_mesh
 
     mesh = make_mesh()
-    old = input_pipeline.create_input_pipeline(make_config(**DIGITS), mesh)
+    old = input_pipeline.create_input_pipeline(DataSpec.from_config(make_config(**DIGITS)), mesh)
     for _ in range(4):
         next(old)
     saved = old.get_state()
     following = np.concatenate([np.asarray(next(old)).reshape(-1) for _ in range(2)])
-    new = input_pipeline.create_input_pipeline(make_config(**DIGITS, global_batch_size=64),
-                                               mesh)
+    new = input_pipeline.create_input_pipeline(
+        DataSpec.from_config(make_config(**DIGITS, global_batch_size=64)), mesh)
     new.set_state(saved)
     assert new.position == 2
     served = np.asarray(next(new))  # [n_critic, 64, ...] = examples 256..383 in order
     np.testing.assert_array_equal(served.reshape(-1), following)
     # 256 examples are not a whole number of iterations of 2 x 48: refused, in one line.
-    odd = input_pipeline.create_input_pipeline(make_config(**DIGITS, global_batch_size=48),
-                                               mesh)
+    odd = input_pipeline.create_input_pipeline(
+        DataSpec.from_config(make_config(**DIGITS, global_batch_size=48)), mesh)
     with pytest.raises(DataError, match="256 examples used are not a whole number .* 96"):
         odd.set_state(saved)
     for it in (old, new, odd):

@@ -7,6 +7,7 @@ import pytest
 
 from wgan_jax.config import get_config_schema
 from wgan_jax.data import toy
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.input_pipeline import ImageStream, _GlobalIndex, create_input_pipeline, local_data
 from wgan_jax.step import make_mesh
 
@@ -25,7 +26,8 @@ def _config(dataset: str = "digits", **overrides):
 
 
 def test_toy_batches_are_the_reference_numbers():
-    it = create_input_pipeline(_config("toy:25gaussians", global_batch_size=256), make_mesh())
+    spec = DataSpec.from_config(_config("toy:25gaussians", global_batch_size=256))
+    it = create_input_pipeline(spec, make_mesh())
     x = next(it)
     assert x.shape == (2, 256, 2) and x.dtype == np.float32
     np.testing.assert_array_equal(np.asarray(x[1]), toy.toy_batch("25gaussians", 256, 0, 1))
@@ -33,7 +35,7 @@ def test_toy_batches_are_the_reference_numbers():
 
 
 def test_digits_batches_shape_dtype_range_and_sharding():
-    it = create_input_pipeline(_config(), make_mesh())
+    it = create_input_pipeline(DataSpec.from_config(_config()), make_mesh())
     x = next(it)
     assert x.shape == (2, 32, 16, 16, 1) and x.dtype == np.float32
     assert float(x.min()) == -1.0 and float(x.max()) <= 1.0
@@ -46,21 +48,21 @@ def test_digits_batches_shape_dtype_range_and_sharding():
 def test_state_restores_exactly_and_is_json():
     import json
 
-    it = create_input_pipeline(_config(), make_mesh())
+    it = create_input_pipeline(DataSpec.from_config(_config()), make_mesh())
     for _ in range(3):
         next(it)
     state = json.loads(json.dumps(it.get_state()))
     expected = [np.asarray(next(it)) for _ in range(2)]
-    fresh = create_input_pipeline(_config(), make_mesh())
+    fresh = create_input_pipeline(DataSpec.from_config(_config()), make_mesh())
     fresh.set_state(state)
     for want in expected:
         np.testing.assert_array_equal(np.asarray(next(fresh)), want)
 
 
 def test_seed_determines_the_stream():
-    a = np.asarray(next(create_input_pipeline(_config(), make_mesh())))
-    b = np.asarray(next(create_input_pipeline(_config(), make_mesh())))
-    c = np.asarray(next(create_input_pipeline(_config(seed=1), make_mesh())))
+    a = np.asarray(next(create_input_pipeline(DataSpec.from_config(_config()), make_mesh())))
+    b = np.asarray(next(create_input_pipeline(DataSpec.from_config(_config()), make_mesh())))
+    c = np.asarray(next(create_input_pipeline(DataSpec.from_config(_config(seed=1)), make_mesh())))
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
 
@@ -68,10 +70,10 @@ def test_seed_determines_the_stream():
 @pytest.mark.parametrize("dataset", ["digits", "toy:8gaussians"])
 @pytest.mark.parametrize("processes", [2, 4])
 def test_process_rows_together_are_the_one_process_batch(dataset, processes):
-    config = _config(dataset)
-    whole = local_data(config, slice(0, 32)).dataset
+    spec = DataSpec.from_config(_config(dataset))
+    whole = local_data(spec, slice(0, 32)).dataset
     per = 32 // processes
-    parts = [local_data(config, slice(p * per, (p + 1) * per)).dataset for p in range(processes)]
+    parts = [local_data(spec, slice(p * per, (p + 1) * per)).dataset for p in range(processes)]
     for k in (0, 1, 70):  # iteration 70 crosses an epoch of the 1797 digits
         joined = np.concatenate([part[k] for part in parts], axis=1)
         np.testing.assert_array_equal(joined, whole[k])

@@ -37,6 +37,7 @@ WORKER = textwrap.dedent(
     if n > 1:
         jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=n, process_id=pid)
     from wgan_jax.config import data_shape
+    from wgan_jax.data.spec import DataSpec
     from wgan_jax.input_pipeline import create_input_pipeline
     from wgan_jax.state import create_train_state
     from wgan_jax.step import StepConfig, make_mesh, make_train_step
@@ -47,7 +48,7 @@ WORKER = textwrap.dedent(
     c.num_iterations, c.model.width, c.global_batch_size = ITERATIONS, 64, 64
     c.diagnostics.level = "off"
     mesh = make_mesh()
-    it = create_input_pipeline(c, mesh)
+    it = create_input_pipeline(DataSpec.from_config(c), mesh)
     gan = build_gan(c)
     state = replicate(create_train_state(gan, data_shape(c), c.seed, False), mesh)
     step = make_train_step(StepConfig.from_config(c), mesh, gan)

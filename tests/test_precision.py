@@ -132,7 +132,8 @@ def test_evaluation_samples_at_the_configs_precision():
     c = get_config_schema()
     c.matmul_precision = "highest"
     evaluator = lambda samples: {"eval/n": float(len(samples))}  # noqa: E731
-    assert evaluators.evaluate_state(c, gan, state, evaluator=evaluator, num_samples=5) == {
+    spec = evaluators.EvalSpec.from_config(c)
+    assert evaluators.evaluate_state(spec, gan, state, evaluator=evaluator, num_samples=5) == {
         "eval/n": 5.0}
     assert spy.seen == ["highest"]
 

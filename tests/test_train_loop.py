@@ -19,6 +19,7 @@ from wgan_jax.policies import (
     STOP,
     DivergenceGuard,
     EarlyStopping,
+    Schedule,
     due_actions,
     make_early_stopping,
 )
@@ -34,8 +35,8 @@ def _due(step, stopping=False, evaluating=True, is_main=True, early_stop=False, 
     c.eval_every, c.checkpoint_every = 3, 6
     for key, value in overrides.items():
         c[key] = value
-    return due_actions(c, step, stopping=stopping, evaluating=evaluating, is_main=is_main,
-                       early_stop=early_stop)
+    return due_actions(Schedule.from_config(c), step, stopping=stopping, evaluating=evaluating,
+                       is_main=is_main, early_stop=early_stop)
 
 
 def test_periodic_actions():
@@ -99,8 +100,15 @@ def _config(**overrides):
     return c
 
 
+def _guard_keys() -> dict:
+    """The guard's settings in the default config."""
+    c = _config()
+    return {"max_consecutive_nonfinite": c.max_consecutive_nonfinite,
+            "loss_explosion_factor": c.loss_explosion_factor}
+
+
 def test_guard_rules_and_bookkeeping():
-    guard = DivergenceGuard(_config(loss_explosion_factor=10.0, max_consecutive_nonfinite=3))
+    guard = DivergenceGuard(max_consecutive_nonfinite=3, loss_explosion_factor=10.0)
     for loss in (-1.0, -1.2, -0.9, -1.1, -1.0):
         assert guard.check({"critic_loss": loss, "nonfinite_consecutive": 0.0}) is None
     reason, evidence = guard.check({"critic_loss": -50.0, "nonfinite_consecutive": 0.0})
@@ -109,16 +117,16 @@ def test_guard_rules_and_bookkeeping():
     reason, _ = guard.check({"critic_loss": float("nan"), "nonfinite_consecutive": 3.0})
     assert reason.startswith("3 consecutive non-finite")
     guard.lr_scale, guard.rollbacks = 0.25, 2
-    restored = DivergenceGuard(_config())
+    restored = DivergenceGuard(**_guard_keys())
     restored.load({"position": 7, "guard": guard.state()})
     assert restored.state() == guard.state()
-    off = DivergenceGuard(_config())  # loss_explosion_factor = 0: off
+    off = DivergenceGuard(**_guard_keys())  # loss_explosion_factor = 0: off
     for loss in (-1.0, -1.0, -1.0, -1.0, -1.0, -1e6):
         assert off.check({"critic_loss": loss, "nonfinite_consecutive": 0.0}) is None
 
 
 def test_guard_loads_a_data_item_written_before_it_had_its_own_key():
-    guard = DivergenceGuard(_config())
+    guard = DivergenceGuard(**_guard_keys())
     guard.load({"position": 3, "lr_scale": 0.5})
     assert guard.state() == {"lr_scale": 0.5, "rollbacks": 0, "losses": []}
 
@@ -154,15 +162,12 @@ def test_early_stopping_state_round_trips_through_json():
 
 
 def test_make_early_stopping_follows_the_metric_and_the_config():
-    config = _config(dataset="toy:ring8", eval_every=100)
-    assert make_early_stopping(config, "eval/w1") is None  # patience 0: off
-    config.early_stopping.patience = 2
-    assert make_early_stopping(config, "") is None  # no evaluator
-    es = make_early_stopping(config, "eval/modes")
+    assert make_early_stopping("eval/w1", patience=0, eval_every=100) is None  # patience 0: off
+    assert make_early_stopping("", patience=2, eval_every=100) is None  # no evaluator
+    es = make_early_stopping("eval/modes", patience=2, eval_every=100)
     assert es.lower_is_better is False and es.patience == 2  # modes: higher is better
-    assert make_early_stopping(config, "eval/w1").lower_is_better is True
-    config.eval_every = 0
-    assert make_early_stopping(config, "eval/modes") is None  # evaluation off
+    assert make_early_stopping("eval/w1", patience=2, eval_every=100).lower_is_better is True
+    assert make_early_stopping("eval/modes", patience=2, eval_every=0) is None  # evaluation off
 
 
 # ---- a short run through the loop ------------------------------------------------------------

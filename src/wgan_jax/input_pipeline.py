@@ -32,14 +32,12 @@ from typing import Any, NamedTuple
 
 import grain
 import jax
-import ml_collections
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from wgan_jax.config import data_shape
 from wgan_jax.data import images, sources, toy
-from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import DataError
 
 log = logging.getLogger("wgan_jax")
@@ -246,11 +244,11 @@ class LocalData(NamedTuple):
     class_frequencies: tuple[float, ...] = ()  # conditional runs: element k is (images, labels)
 
 
-def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
-    """The `rows` of every global batch of `config.dataset` (a pure function of the config)."""
-    kind, _, name = config.dataset.partition(":")
-    batch, seed, n_critic = config.global_batch_size, config.seed, config.n_critic
-    shape = data_shape(config)
+def local_data(spec: DataSpec, rows: slice) -> LocalData:
+    """The `rows` of every global batch of `spec.dataset` (a pure function of the spec)."""
+    kind, name = spec.kind, spec.name
+    batch, seed, n_critic = spec.global_batch_size, spec.seed, spec.n_critic
+    shape = spec.shape
     if kind == "toy":
         if name not in toy.MIXTURES and name not in ("swissroll", "25gaussians"):
             raise DataError(f"unknown toy dataset {name!r}")
@@ -263,15 +261,15 @@ def local_data(config: ml_collections.ConfigDict, rows: slice) -> LocalData:
             grain.MapDataset.range(_ENDLESS).map(iteration), toy_reference, None, TOY_READ
         )
 
-    source = sources.make_image_source(config)
+    source = sources.make_image_source(spec)
     if len(source) == 0:
-        raise DataError(f"{config.dataset}: the dataset is empty")
+        raise DataError(f"{spec.dataset}: the dataset is empty")
     # `dataset_size` restricts the training stream; reference examples (plots, in-training
     # evaluation) still come from the whole data set.
-    size = config.dataset_size
+    size = spec.dataset_size
     train_source = images.SubsetSource(source, size) if size else source
-    classes = num_classes(config)
-    train_labels = sources.class_labels(config, train_source) if classes else None
+    classes = sources.num_classes(spec)
+    train_labels = sources.class_labels(spec, train_source) if classes else None
     stream = ImageStream(train_source, seed, train_labels)
     per = rows.stop - rows.start
     indices = grain.MapDataset.range(_ENDLESS * n_critic * per).map(_GlobalIndex(batch, rows))
@@ -315,16 +313,17 @@ def label_frequencies(labels: np.ndarray, classes: int) -> tuple[float, ...]:
     return tuple(float(c) for c in counts / counts.sum())
 
 
-def create_input_pipeline(config: ml_collections.ConfigDict, mesh: Mesh) -> DataIterator:
-    """The iterator for `config.dataset` (see `wgan_jax.config` for the names).
+def create_input_pipeline(spec: DataSpec, mesh: Mesh) -> DataIterator:
+    """The iterator for `spec.dataset` (see `wgan_jax.config` for the names; build the spec
+    from a config with `DataSpec.from_config`).
 
     Raises `DataError` (one line) for a dataset that cannot be found, read or converted.
     """
-    batch, n_critic, shape = config.global_batch_size, config.n_critic, data_shape(config)
+    batch, n_critic, shape = spec.global_batch_size, spec.n_critic, spec.shape
     rows = local_rows(NamedSharding(mesh, P(None, "data")), (n_critic, batch, *shape))
-    data = local_data(config, rows)
+    data = local_data(spec, rows)
     return DataIterator(
         data.dataset, mesh, batch, n_critic, shape, data.reference_fn, data.read_options,
-        data.labels_fn, example_stream=not config.dataset.startswith("toy:"),
+        data.labels_fn, example_stream=not spec.dataset.startswith("toy:"),
         class_frequencies=data.class_frequencies,
     )

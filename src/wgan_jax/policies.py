@@ -4,13 +4,16 @@ Pure host-side rules over plain numbers, with JSON bookkeeping that checkpoints 
 resumed run decides exactly as an uninterrupted one:
 
 * `due_actions` is the one rule for what the loop does after iteration `step` besides the step
-  itself: log a row, feed the guard, draw samples, plot, evaluate, and which checkpoint to save
-  (periodic, after an evaluation, on a stop signal, on an early stop, at the end);
+  itself, on the run's `Schedule` (how often each action recurs): log a row, feed the guard,
+  draw samples, plot, evaluate, and which checkpoint to save (periodic, after an evaluation,
+  on a stop signal, on an early stop, at the end);
 * `DivergenceGuard` decides rollbacks from the logged metrics (non-finite updates, a loss
   explosion);
 * `EarlyStopping` turns a stream of evaluations into a stop decision.
 
-Which metric is better which way is `wgan_jax.metrics.ranking`'s rule.
+Which metric is better which way is `wgan_jax.metrics.ranking`'s rule. The rules take plain
+values or the frozen `Schedule` (the trainer builds it once, `Schedule.from_config`), never the
+run's config.
 """
 
 from __future__ import annotations
@@ -47,15 +50,37 @@ class Due:
         return self.checkpoint == PERIODIC
 
 
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """How often the loop's actions recur, in generator iterations (0: never in the loop;
+    logging and evaluation also happen after the last iteration, `num_iterations`)."""
+
+    num_iterations: int
+    log_every: int
+    eval_every: int = 0
+    checkpoint_every: int = 0
+    sample_every: int = 0
+    plot_every: int = 0
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict) -> Schedule:
+        """The schedule of a run's config."""
+        return cls(
+            num_iterations=config.num_iterations, log_every=config.log_every,
+            eval_every=config.eval_every, checkpoint_every=config.checkpoint_every,
+            sample_every=config.sample_every, plot_every=config.plot_every,
+        )
+
+
 def itstime(step: int, every: int, total: int, *, last: bool = False) -> bool:
     """Whether an action run every `every` iterations (0: never) is due after `step`;
     with `last`, also after the final iteration `total`."""
     return (every > 0 and step % every == 0) or (last and step == total)
 
 
-def due_actions(config: ml_collections.ConfigDict, step: int, *, stopping: bool,
+def due_actions(schedule: Schedule, step: int, *, stopping: bool,
                 evaluating: bool, is_main: bool, early_stop: bool = False) -> Due:
-    """The one rule deciding the loop's actions after iteration `step`.
+    """The one rule deciding the loop's actions after iteration `step` of `schedule`.
 
     `stopping`: a stop signal (or a preemption notice) arrived; `evaluating`: the run has an
     evaluator; `early_stop`: the evaluation at this step asked to stop (the loop asks again
@@ -64,9 +89,9 @@ def due_actions(config: ml_collections.ConfigDict, step: int, *, stopping: bool,
     was requested. Every evaluation is followed by a checkpoint (it competes for
     checkpoints/best.json), as are a stop, an early stop and the end.
     """
-    total = config.num_iterations
-    regular_row = itstime(step, config.log_every, total, last=True)
-    evaluate = evaluating and not stopping and itstime(step, config.eval_every, total, last=True)
+    total = schedule.num_iterations
+    regular_row = itstime(step, schedule.log_every, total, last=True)
+    evaluate = evaluating and not stopping and itstime(step, schedule.eval_every, total, last=True)
     if stopping:
         checkpoint = STOP
     elif early_stop:
@@ -75,15 +100,15 @@ def due_actions(config: ml_collections.ConfigDict, step: int, *, stopping: bool,
         checkpoint = END
     elif evaluate:
         checkpoint = EVALUATION
-    elif itstime(step, config.checkpoint_every, total):
+    elif itstime(step, schedule.checkpoint_every, total):
         checkpoint = PERIODIC
     else:
         checkpoint = ""
     return Due(
         log=regular_row or stopping,
         guard=regular_row,
-        sample=is_main and itstime(step, config.sample_every, total),
-        plot=is_main and itstime(step, config.plot_every, total),
+        sample=is_main and itstime(step, schedule.sample_every, total),
+        plot=is_main and itstime(step, schedule.plot_every, total),
         evaluate=evaluate,
         checkpoint=checkpoint,
         stop=stopping or early_stop,
@@ -104,9 +129,12 @@ class DivergenceGuard:
     HISTORY = 25  # logged critic losses behind the running median
     MIN_HISTORY = 5
 
-    def __init__(self, config: ml_collections.ConfigDict) -> None:
-        self.max_consecutive = config.max_consecutive_nonfinite
-        self.explosion_factor = config.loss_explosion_factor
+    def __init__(self, max_consecutive_nonfinite: int, loss_explosion_factor: float) -> None:
+        """`max_consecutive_nonfinite` skipped updates in a row, or a critic loss above
+        `loss_explosion_factor` times the running median (0: off), ask for a rollback (the
+        config keys of the same names)."""
+        self.max_consecutive = max_consecutive_nonfinite
+        self.explosion_factor = loss_explosion_factor
         self.lr_scale = 1.0
         self.rollbacks = 0
         self.losses: list[float] = []
@@ -188,9 +216,10 @@ class EarlyStopping:
         self.bad_evaluations = int(state.get("bad_evaluations", 0))
 
 
-def make_early_stopping(config: ml_collections.ConfigDict, metric: str) -> EarlyStopping | None:
+def make_early_stopping(metric: str, *, patience: int, eval_every: int) -> EarlyStopping | None:
     """`EarlyStopping` on `metric` (the eval plan's ranking metric; "" when the run has no
-    evaluator), or None when evaluation or patience is off."""
-    if not metric or not config.eval_every or config.early_stopping.patience <= 0:
+    evaluator) with `patience` (`config.early_stopping.patience`), or None when evaluation
+    (`eval_every` 0) or patience (0) is off."""
+    if not metric or not eval_every or patience <= 0:
         return None
-    return EarlyStopping(config.early_stopping.patience, lower_is_better(metric))
+    return EarlyStopping(patience, lower_is_better(metric))

@@ -23,11 +23,18 @@ from wgan_jax import checkpoint as ckpt
 from wgan_jax import fs, plots, precision, sampling
 from wgan_jax.config import data_shape
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import ConfigError, UserError
-from wgan_jax.evaluators import evaluate_state, evaluator_for_data
+from wgan_jax.evaluators import EvalSpec, evaluate_state, evaluator_for_data
 from wgan_jax.models import build_models
 from wgan_jax.run_config import OBJECTS_KEY, load_config_json, read_config_dict
-from wgan_jax.state import GAN, TrainState, create_train_state, make_optimizers
+from wgan_jax.state import (
+    GAN,
+    OptimizerConfig,
+    TrainState,
+    create_train_state,
+    make_optimizers,
+)
 from wgan_jax.step import make_mesh
 
 log = logging.getLogger("wgan_jax")
@@ -63,8 +70,9 @@ def build_gan(
     """The networks (the caller's, else the config's) with their optimizers."""
     if generator is None or critic is None:
         generator, critic = build_networks(config, generator, critic)
-    g_tx, d_tx = make_optimizers(config, lr_scale)
-    return GAN(generator, critic, g_tx, d_tx, config.model.z_dim, num_classes(config))
+    g_tx, d_tx = make_optimizers(OptimizerConfig.from_config(config), lr_scale)
+    return GAN(generator, critic, g_tx, d_tx, config.model.z_dim,
+               num_classes(DataSpec.from_config(config)))
 
 
 def abstract_state(state: Any, mesh) -> Any:
@@ -398,12 +406,13 @@ def evaluate_run(workdir: str, checkpoint: str = "latest", num: int | None = Non
     config, gan, state, step = load_run(workdir, checkpoint, generator=generator, critic=critic)
     if num is not None:
         config.eval.num_samples = num
-    evaluator = evaluator_for_data(config, seed=seed)
+    spec = EvalSpec.from_config(config)
+    evaluator = evaluator_for_data(spec, seed=seed)
     if evaluator is None:
         raise UserError(
             f"no metrics apply to {config.dataset} without config.eval.inception_weights"
         )
-    metrics = evaluate_state(config, gan, state, seed=seed, evaluator=evaluator)
+    metrics = evaluate_state(spec, gan, state, seed=seed, evaluator=evaluator)
     return {
         "workdir": workdir,
         "step": step,

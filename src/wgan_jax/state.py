@@ -90,8 +90,38 @@ def _schedule(lr: float, kind: str, total_steps: int) -> optax.Schedule:
     return optax.constant_schedule(lr)
 
 
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    """What `make_optimizers` needs (the config keys of the same names; built once by
+    `from_config`). `clip_value`: the critic's weights are kept in [-clip_value, clip_value]
+    after each update (weight clipping, `penalty="clip"`); None: no clipping."""
+
+    generator_lr: float
+    critic_lr: float
+    generator_b1: float = 0.5
+    generator_b2: float = 0.9
+    critic_b1: float = 0.5
+    critic_b2: float = 0.9
+    lr_schedule: str = "constant"  # or "linear": decay to 0 over the run
+    num_iterations: int = 1
+    n_critic: int = 5
+    clip_value: float | None = None
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict) -> OptimizerConfig:
+        """The optimizer settings of a run's config."""
+        return cls(
+            generator_lr=config.generator_lr, critic_lr=config.critic_lr,
+            generator_b1=config.generator_b1, generator_b2=config.generator_b2,
+            critic_b1=config.critic_b1, critic_b2=config.critic_b2,
+            lr_schedule=config.lr_schedule, num_iterations=config.num_iterations,
+            n_critic=config.n_critic,
+            clip_value=config.clip_value if config.penalty == "clip" else None,
+        )
+
+
 def make_optimizers(
-    config: ml_collections.ConfigDict, lr_scale: float = 1.0
+    opt: OptimizerConfig, lr_scale: float = 1.0
 ) -> tuple[optax.GradientTransformation, optax.GradientTransformation]:
     """Adam for G and D with their own learning rates, betas and schedules.
 
@@ -99,19 +129,19 @@ def make_optimizers(
     steps. Non-finite gradients skip the update (`optax.apply_if_finite`) and are counted in
     the optimizer state. `lr_scale` lowers both rates after a rollback.
     """
-    total = config.num_iterations
+    total = opt.num_iterations
     g_tx = optax.adam(
-        _schedule(config.generator_lr * lr_scale, config.lr_schedule, total),
-        b1=config.generator_b1,
-        b2=config.generator_b2,
+        _schedule(opt.generator_lr * lr_scale, opt.lr_schedule, total),
+        b1=opt.generator_b1,
+        b2=opt.generator_b2,
     )
     d_tx = optax.adam(
-        _schedule(config.critic_lr * lr_scale, config.lr_schedule, total * config.n_critic),
-        b1=config.critic_b1,
-        b2=config.critic_b2,
+        _schedule(opt.critic_lr * lr_scale, opt.lr_schedule, total * opt.n_critic),
+        b1=opt.critic_b1,
+        b2=opt.critic_b2,
     )
-    if config.penalty == "clip":
-        d_tx = optax.chain(d_tx, clip_weights(config.clip_value))
+    if opt.clip_value is not None:
+        d_tx = optax.chain(d_tx, clip_weights(opt.clip_value))
     return skip_nonfinite(g_tx), skip_nonfinite(d_tx)
 
 

@@ -32,6 +32,7 @@ from wgan_jax import evaluators, fs, input_pipeline, plots, precision, records, 
 from wgan_jax.checkpoint_content import all_finite
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.data.sources import check_num_classes, num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import StoppedDuringSetup, UserError
 from wgan_jax.eval_plan import eval_plan
 from wgan_jax.health import HealthMonitor, format_event
@@ -43,6 +44,7 @@ from wgan_jax.policies import (
     DivergenceGuard,
     Due,
     EarlyStopping,
+    Schedule,
     due_actions,
     make_early_stopping,
 )
@@ -227,6 +229,7 @@ class _Job:
     objects: tuple[str, ...]  # the networks the caller passed as objects (config.json names them)
     pictures: bool  # sample grids and metric plots (off: the numbers are the same)
     is_main: bool  # process 0 writes the human-facing files
+    schedule: Schedule  # how often the loop logs, evaluates, draws and saves (`due_actions`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,6 +261,7 @@ class _Run:
     evaluator: evaluators.Evaluator | None
     early: EarlyStopping | None
     metric: str
+    eval_spec: evaluators.EvalSpec | None  # what evaluation reads, built once (eval_every > 0)
 
     @property
     def config(self) -> ml_collections.ConfigDict:
@@ -297,16 +301,17 @@ def train_and_evaluate(
     with _SetupStop(enabled=jax.process_count() == 1) as setup:
         mesh = make_mesh()
         validate_config(config, mesh.devices.size)
-        eval_plan(config, num_classes(config))  # what evaluation cannot compute: before a write
+        data_spec = DataSpec.from_config(config)  # what the data layer reads, once
+        eval_plan(config, num_classes(data_spec))  # what evaluation cannot compute: before a write
         fs.check_directory(workdir)
         given_g, given_c = generator is not None, critic is not None
         generator, critic = build_networks(config, generator, critic)  # factory errors: no write
-        check_num_classes(config)
+        check_num_classes(data_spec)
         check_run_networks(config, generator, critic, given=(given_g, given_c))  # before a write
-        it = input_pipeline.create_input_pipeline(config, mesh)  # data errors before any write
+        it = input_pipeline.create_input_pipeline(data_spec, mesh)  # data errors before any write
         objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
         job = _Job(config, workdir, mesh, it, (generator, critic), objects, pictures,
-                   is_main=jax.process_index() == 0)
+                   is_main=jax.process_index() == 0, schedule=Schedule.from_config(config))
         lock = lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
         try:
             return _train(job, setup)
@@ -363,7 +368,7 @@ def _restore_or_init(job: _Job) -> _Origin:
     """The newest readable checkpoint in the workdir (with the data position and the guard's
     bookkeeping it holds), else a fresh state."""
     config = job.config
-    guard = DivergenceGuard(config)
+    guard = DivergenceGuard(config.max_consecutive_nonfinite, config.loss_explosion_factor)
     gan = build_gan(config, *job.networks)
     metric = eval_plan(config, gan.num_classes).metric
     checkpointer = ckpt.Checkpointer(
@@ -445,16 +450,19 @@ def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
     )
     train_step = _make_step(job, origin.gan)
     sampler = _Sampler(origin.gan, config, job.data.reference_samples(1000, config.seed))
-    evaluator = (evaluators.evaluator_for_data(config, job.data, seed=config.seed)
-                 if config.eval_every else None)
+    eval_spec = evaluators.EvalSpec.from_config(config) if config.eval_every else None
+    evaluator = (evaluators.evaluator_for_data(eval_spec, job.data, seed=config.seed)
+                 if eval_spec is not None else None)
     if evaluator is not None and origin.checkpointer.best() is None:  # a resume keeps its own
         log.info("best checkpoint chosen by %s (%s is better)", origin.metric,
                  "lower" if lower_is_better(origin.metric) else "higher")
-    early = make_early_stopping(config, origin.metric if evaluator is not None else "")
+    early = make_early_stopping(origin.metric if evaluator is not None else "",
+                                patience=config.early_stopping.patience,
+                                eval_every=config.eval_every)
     if early is not None and origin.saved is not None:
         early.set_state(origin.saved.get("early_stopping"))
     return _Run(job, origin.gan, train_step, origin.checkpointer, writer, monitor, origin.guard,
-                sampler, evaluator, early, origin.metric)
+                sampler, evaluator, early, origin.metric, eval_spec)
 
 
 def _loop(run: _Run, state: TrainState, start: int, setup: _SetupStop) -> _Outcome:
@@ -472,7 +480,7 @@ def _loop(run: _Run, state: TrainState, start: int, setup: _SetupStop) -> _Outco
             step += 1
             progress.update(step)
             stopping = stop.requested or run.checkpointer.reached_preemption(step)
-            due = due_actions(config, step, stopping=stopping,
+            due = due_actions(run.job.schedule, step, stopping=stopping,
                               evaluating=run.evaluator is not None, is_main=run.job.is_main)
             if due.log:
                 last_metrics = _log_row(run, step, metrics, rate(config.log_every), progress)
@@ -485,7 +493,7 @@ def _loop(run: _Run, state: TrainState, start: int, setup: _SetupStop) -> _Outco
             if eval_metrics is not None:
                 last_metrics.update(eval_metrics)
                 if _early_stop(run, eval_metrics):
-                    due = due_actions(config, step, stopping=stopping, evaluating=True,
+                    due = due_actions(run.job.schedule, step, stopping=stopping, evaluating=True,
                                       is_main=run.job.is_main, early_stop=True)
             _save_checkpoint(run, state, step, due, metrics, eval_metrics)
             if due.stop:
@@ -523,7 +531,7 @@ def _draw(run: _Run, state: TrainState, step: int, due: Due) -> None:
 
 def _evaluate_and_log(run: _Run, state: TrainState, step: int) -> dict[str, float]:
     """Evaluates `state`, writes the metrics and runs the health rules on them."""
-    eval_metrics = evaluators.evaluate_state(run.config, run.gan, state, seed=run.config.seed,
+    eval_metrics = evaluators.evaluate_state(run.eval_spec, run.gan, state, seed=run.config.seed,
                                              evaluator=run.evaluator)
     run.writer.write_scalars(step, eval_metrics)
     _record_health(run.monitor, run.writer, step, eval_metrics)

@@ -1,9 +1,11 @@
 """Sample-quality evaluation of a generator: one small evaluator per family of metrics.
 
 The run's metric plan (`EvalPlan`, see `wgan_jax.eval_plan`: which metrics, on which feature
-space) is decided from the config and the run's class count; `make_evaluator(config,
-reference_fn)` (`common.py`) builds it, `from_plan` choosing the evaluators, and a composite
-`Evaluator` (`composite.py`) runs them on the same samples and merges their `{"eval/...": float}`:
+space) is decided from the config and the run's class count, once, in an `EvalSpec`
+(`EvalSpec.from_config`, the one entry that reads a config); `make_evaluator(spec,
+reference_fn)` (`common.py`) builds the evaluator, `from_plan` choosing the evaluators, and a
+composite `Evaluator` (`composite.py`) runs them on the same samples and merges their
+`{"eval/...": float}`:
 
 * `toy.py`: toy mixtures (ring8, grid25, 8gaussians, 25gaussians): modes, high_quality and
   reverse_kl (the VEEGAN / PacGAN protocol); any 2-D data (a swiss roll too): w1, the exact
@@ -27,7 +29,7 @@ is deterministic for fixed seeds.
 """
 
 from wgan_jax.evaluators.base import Samples
-from wgan_jax.evaluators.common import from_plan, make_evaluator
+from wgan_jax.evaluators.common import EvalSpec, from_plan, make_evaluator
 from wgan_jax.evaluators.composite import Evaluator
 from wgan_jax.evaluators.conditional import (
     ClassEvaluator,
@@ -49,6 +51,7 @@ __all__ = [
     "FEATURE_CAP",
     "W1_CAP",
     "ClassEvaluator",
+    "EvalSpec",
     "Evaluator",
     "FeatureEvaluator",
     "FeatureSpace",

@@ -1,15 +1,22 @@
 """Builds the run's evaluator from its metric plan: `from_plan` (typed pieces) and
-`make_evaluator` (a config: loads the digit classifier or the Inception network it needs and
-logs one line saying what is evaluated on which features)."""
+`make_evaluator` (an `EvalSpec`: loads the digit classifier or the Inception network it needs
+and logs one line saying what is evaluated on which features).
+
+`EvalSpec.from_config` is the one place below the trainer where the evaluators read a run's
+config: the trainer, `runs` and the benchmarks build the spec once (it decides the plan) and
+hand it to `make_evaluator`, `evaluator_for_data` and `evaluate_state`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 import ml_collections
 
-from wgan_jax.data.sources import num_classes, resolve_data_dir
+from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.eval_plan import EvalPlan, check_class_samples, eval_plan
 from wgan_jax.evaluators.base import LabelsFn, ReferenceFn
 from wgan_jax.evaluators.composite import Evaluator, Part
@@ -64,8 +71,40 @@ def from_plan(
     return Evaluator(plan, parts, class_frequencies=class_frequencies, classifier=classifier)
 
 
+@dataclasses.dataclass(frozen=True)
+class EvalSpec:
+    """What evaluation needs from a run's config: the metric plan (decided once, from the
+    config and the data's class count), the data (`DataSpec`: reference examples, the data
+    directory holding the cached digit classifier), `num_samples` generated per evaluation
+    (`config.eval.num_samples`), `inception_weights` (`config.eval.inception_weights`),
+    whether samples come from the EMA weights (`ema`: `config.ema_decay > 0`) and the
+    generator's `matmul_precision`."""
+
+    plan: EvalPlan
+    data: DataSpec
+    num_samples: int
+    inception_weights: str = ""
+    ema: bool = False
+    matmul_precision: str = "default"
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict) -> EvalSpec:
+        """The evaluation settings of a run's config; `ConfigError` for an impossible
+        `config.eval` (what the plan cannot compute, too few samples per class)."""
+        data = DataSpec.from_config(config)
+        classes = num_classes(data)
+        plan = eval_plan(config, classes)
+        if plan.class_metrics:
+            check_class_samples(config, classes)
+        return cls(
+            plan=plan, data=data, num_samples=int(config.eval.num_samples),
+            inception_weights=config.eval.inception_weights, ema=config.ema_decay > 0,
+            matmul_precision=config.matmul_precision,
+        )
+
+
 def make_evaluator(
-    config: ml_collections.ConfigDict,
+    spec: EvalSpec,
     reference_fn: ReferenceFn,
     seed: int = 0,
     kid_subsets: int = 100,
@@ -73,7 +112,7 @@ def make_evaluator(
     reference_labels: LabelsFn | None = None,
     class_frequencies: tuple[float, ...] = (),
 ) -> Evaluator | None:
-    """The evaluator the config's plan asks for, or None (with a warning) when no metric
+    """The evaluator `spec.plan` asks for, or None (with a warning) when no metric
     applies; logs one line saying which metrics are computed on which features.
 
     `reference_fn(n, seed)` returns n real examples (`DataIterator.reference_samples`); a
@@ -81,14 +120,11 @@ def make_evaluator(
     `reference_labels(n, seed)` (`DataIterator.class_frequencies`, `.reference_labels`;
     `evaluator_for_data` passes all three).
     `kid_subsets` (100 in torch-fidelity's protocol) trades KID's variance for time.
-    Raises `ConfigError` for an impossible `config.eval` and `UserError` when
-    `config.eval.inception_weights` names a file that cannot be loaded.
+    Raises `UserError` when `config.eval.inception_weights` names a file that cannot be
+    loaded (`EvalSpec.from_config` raised any `ConfigError` already).
     """
-    classes = num_classes(config)
-    plan = eval_plan(config, classes)
-    if plan.class_metrics:
-        check_class_samples(config, classes)
-    if config.model.conditional != "none" and not class_frequencies:
+    plan, data = spec.plan, spec.data
+    if data.conditional and not class_frequencies:
         raise ValueError("the evaluator of a conditional run needs the data's class_frequencies")
     if plan.kind == "none":
         log.warning("evaluation: nothing to compute: %s; to evaluate, set "
@@ -97,20 +133,20 @@ def make_evaluator(
         return None
     classifier = None
     if plan.kind == "stacked" or plan.features == "digits":
-        classifier = DigitClassifier.load_or_train(resolve_data_dir(config))
+        classifier = DigitClassifier.load_or_train(data.data_dir)
     extractor = None
     if plan.features == "inception":
-        extractor = load_inception(config.eval.inception_weights)
+        extractor = load_inception(spec.inception_weights)
     evaluator = from_plan(
-        plan, reference_fn, num_samples=int(config.eval.num_samples), seed=seed,
-        kid_subsets=kid_subsets, mixture=config.dataset.partition(":")[2],
+        plan, reference_fn, num_samples=spec.num_samples, seed=seed,
+        kid_subsets=kid_subsets, mixture=data.name,
         classifier=classifier, extractor=extractor, reference_labels=reference_labels,
         class_frequencies=tuple(class_frequencies))
     if plan.class_metrics:
-        accuracy, size = heldout_label_accuracy(classifier, config.image_size,
-                                                config.num_channels)
+        accuracy, size = heldout_label_accuracy(classifier, data.image_size,
+                                                data.num_channels)
         log.info("%s; real held-out digits (%d, %d px): label accuracy %.1f%%",
-                 plan.description, size, config.image_size, 100 * accuracy)
+                 plan.description, size, data.image_size, 100 * accuracy)
     else:
         log.info("%s", plan.description)
     return evaluator

@@ -6,28 +6,28 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_collections
-
 from wgan_jax import precision, sampling
-from wgan_jax.evaluators.common import make_evaluator
+from wgan_jax.evaluators.common import EvalSpec, make_evaluator
 from wgan_jax.evaluators.composite import Evaluator
 from wgan_jax.input_pipeline import DataIterator, create_input_pipeline
 from wgan_jax.step import make_mesh
 
 
 def evaluator_for_data(
-    config: ml_collections.ConfigDict, data: DataIterator | None = None, seed: int = 0
+    spec: EvalSpec, data: DataIterator | None = None, seed: int = 0
 ) -> Evaluator | None:
-    """`make_evaluator` on `data` (a `DataIterator`; by default the config's, built here
-    without reading a batch): its reference examples, their labels, its class frequencies."""
-    data = create_input_pipeline(config, make_mesh()) if data is None else data
-    return make_evaluator(config, data.reference_samples, seed=seed,
+    """`make_evaluator` on `data` (a `DataIterator`; by default the one of `spec.data`, built
+    here without reading a batch): its reference examples, their labels, its class
+    frequencies."""
+    if data is None:
+        data = create_input_pipeline(spec.data, make_mesh())
+    return make_evaluator(spec, data.reference_samples, seed=seed,
                           reference_labels=data.reference_labels,
                           class_frequencies=data.class_frequencies)
 
 
 def evaluate_state(
-    config: ml_collections.ConfigDict,
+    spec: EvalSpec,
     gan: Any,
     state: Any,
     seed: int = 0,
@@ -35,22 +35,22 @@ def evaluate_state(
     evaluator: Any = None,
     num_samples: int | None = None,
 ) -> dict[str, float]:
-    """Samples `config.eval.num_samples` (or `num_samples`) from `state` and evaluates them.
+    """Samples `spec.num_samples` (or `num_samples`) from `state` and evaluates them.
 
-    The generator runs at `config.matmul_precision`. Uses the EMA generator when the run
-    keeps one (`config.ema_decay > 0`). A conditional generator makes them for labels in the
-    data's class frequencies (`Evaluator.sample_labels`). Pass the trainer's `evaluator` (any
-    callable of the samples) to reuse its cached reference features; otherwise one is built
-    here. Returns {} when no metric applies to the dataset.
+    The generator runs at `spec.matmul_precision`. Uses the EMA generator when the run
+    keeps one (`spec.ema`: `config.ema_decay > 0`). A conditional generator makes them for
+    labels in the data's class frequencies (`Evaluator.sample_labels`). Pass the trainer's
+    `evaluator` (any callable of the samples) to reuse its cached reference features;
+    otherwise one is built here. Returns {} when no metric applies to the dataset.
     """
     if evaluator is None:
-        evaluator = evaluator_for_data(config, seed=seed)
+        evaluator = evaluator_for_data(spec, seed=seed)
         if evaluator is None:
             return {}
-    use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
-    n = int(num_samples or config.eval.num_samples)
+    use_ema = spec.ema and getattr(state, "ema_params", None) is not None
+    n = int(num_samples or spec.num_samples)
     labels = evaluator.sample_labels(n, seed + 54321) if gan.num_classes else None
-    with precision.scope(config.matmul_precision):
+    with precision.scope(spec.matmul_precision):
         samples = sampling.draw_samples(gan, state, n, seed=seed + 12345, use_ema=use_ema,
                                         labels=labels)
     return evaluator(samples, labels) if labels is not None else evaluator(samples)

@@ -19,6 +19,7 @@ import ml_collections
 
 from wgan_jax.config import data_shape
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import ConfigError
 from wgan_jax.models.contract import as_model
 from wgan_jax.models.dcgan import DCGANCritic, DCGANGenerator
@@ -32,6 +33,11 @@ def build_models(config: ml_collections.ConfigDict) -> tuple[Any, Any]:
 
     Raises `ConfigError` naming the key when a factory cannot be imported, is not callable,
     raises, or returns something that is not a network.
+
+    It takes the whole config, unlike the modules below the trainer (which take typed
+    bundles such as `DataSpec`, `StepConfig`): a user's factory is called with the run's
+    frozen config (`ml_collections.FrozenConfigDict`), a public contract, so it may read
+    any key, its own ones included.
     """
     generator = call_factory(config, "generator")
     critic = call_factory(config, "critic")
@@ -78,7 +84,7 @@ def build_builtin_models(config: ml_collections.ConfigDict) -> tuple[nn.Module, 
     """The built-in (generator, critic) of `config.model.kind`, in `config.compute_dtype`."""
     m = config.model
     dtype = jnp.bfloat16 if config.compute_dtype == "bfloat16" else jnp.float32
-    classes = num_classes(config)
+    classes = num_classes(DataSpec.from_config(config))
     if m.kind == "mlp":
         shape = data_shape(config)
         out_dim = math.prod(shape)

@@ -36,6 +36,7 @@ from jax.sharding import PartitionSpec as P
 
 from wgan_jax.config import data_shape
 from wgan_jax.data.sources import num_classes
+from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import NetworkError
 from wgan_jax.models.contract import Model, as_model
 
@@ -76,8 +77,9 @@ def check_run_networks(config: Any, generator: Any, critic: Any, *,
             raise NetworkError(f"{name}: config.model.conditional='projection' is the built-in "
                                "networks' conditioning; your own networks take "
                                "conditional='labels' (they get labels=...)")
+    classes = num_classes(DataSpec.from_config(config))
     check_networks(generator, critic, data_shape(config), config.model.z_dim,
-                   num_classes(config), axis_name=axis_name, names=(names[0], names[1]),
+                   classes, axis_name=axis_name, names=(names[0], names[1]),
                    probe=config.penalty not in ("clip", "none"))
 
 
