@@ -15,7 +15,8 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
-from common import config_value, read_rows  # noqa: E402
+from common import apply_overrides, config_value, load_config, read_rows  # noqa: E402
+from mnist_cpu import CANDIDATES, RECIPE  # noqa: E402
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -63,3 +64,13 @@ def test_unknown_candidate_is_one_line_exit_2(tmp_path):
     proc = _run("--candidates", "nope", "--root", str(tmp_path))
     assert proc.returncode == 2
     assert "unknown nope" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_the_shipped_recipe_is_the_benchmarked_candidate():
+    """configs/mnist_cpu.py = configs/mnist.py with the recipe candidate's overrides (only its
+    length differs), so the benchmark's numbers are the config's."""
+    recipe, reference = load_config("mnist_cpu"), load_config("mnist")
+    apply_overrides(reference, CANDIDATES[RECIPE][1])
+    reference.num_iterations = recipe.num_iterations
+    assert recipe.to_dict() == reference.to_dict()
+    assert recipe.to_dict() != load_config("mnist").to_dict()
