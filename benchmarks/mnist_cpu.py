@@ -13,7 +13,8 @@ the cumulative training CPU time lands near each `--cpu_minutes` checkpoint. CPU
 process's user + system time of all its threads and children
 (`resource.getrusage(RUSAGE_SELF) + RUSAGE_CHILDREN`), compilation included, evaluation
 excluded: on a shared machine it counts the work done, not the wait. A persistent compilation
-cache keeps the resumes from recompiling.
+cache under `--root` is on so that the resumes can reuse compiled functions (how much it
+saves is not measured; what is left is counted).
 
 At each checkpoint the latest state (EMA weights when the candidate keeps them) is scored
 against the digit classifier's held-out split (297 digits neither the classifier nor the
