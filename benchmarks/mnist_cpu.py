@@ -1,0 +1,219 @@
+"""Quality per CPU-minute of 28x28-style grayscale digit recipes (issue 27's CPU recipe).
+
+    python benchmarks/mnist_cpu.py [--candidates wgangp_ref,wgangp_nc2_ema,rpgan_r1r2_ema]
+        [--cpu_minutes 1,2,4,6] [--seed 0] [--root /tmp/wgan_mnist_cpu] [--rows rows.jsonl]
+        [--override key=value ...] [--image_size N] [--num_samples 1500] [--table_from rows.jsonl]
+
+Every candidate is `configs/mnist.py` (28 px grayscale trained at 32 px, DCGAN) on the offline
+`digits` data (scikit-learn's 8x8 digits upscaled bilinearly to the 32 px the nets use: no
+download, so it runs anywhere) with the candidate's overrides. Each trains in this process in
+segments: `wgan_jax.train.train_and_evaluate` resumed in the same workdir with a raised
+`num_iterations`, the length of each segment chosen from the previous segment's CPU rate so
+the cumulative training CPU time lands near each `--cpu_minutes` checkpoint. CPU time is the
+process's user + system time of all its threads and children
+(`resource.getrusage(RUSAGE_SELF) + RUSAGE_CHILDREN`), compilation included, evaluation
+excluded: on a shared machine it counts the work done, not the wait. A persistent compilation
+cache under `--root` is on so that the resumes can reuse compiled functions (how much it
+saves is not measured; what is left is counted).
+
+At each checkpoint the latest state (EMA weights when the candidate keeps them) is scored
+against the digit classifier's held-out split (297 digits neither the classifier nor the
+generator trained on), with the project's own measures (`benchmarks/common.py`'s split, the
+digit classifier of `wgan_jax.metrics.digits_classifier`):
+- confidence ratio: the classifier's mean top-class probability on `--num_samples` generated
+  digits over its mean on the real held-out digits (goal >= 0.95);
+- FID ratio: the FID on the classifier's features of the generated digits against the held-out
+  digits over the floor, the FID of the 1,500 real training-pool digits against them (goal <= 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+
+import numpy as np
+from common import REPO, append_row, apply_overrides, load_config, read_rows
+
+# name -> (what it is, overrides on configs/mnist.py)
+CANDIDATES: dict[str, tuple[str, dict]] = {
+    "wgangp_ref": ("WGAN-GP reference: mnist.py at width 32 (n_critic 5, Adam 1e-4)",
+                   {"model.width": 32}),
+    "wgangp_nc2_ema": ("WGAN-GP, n_critic 2, Adam 2e-4, EMA 0.999, width 32",
+                       {"model.width": 32, "n_critic": 2, "generator_lr": 2e-4,
+                        "critic_lr": 2e-4, "ema_decay": 0.999}),
+    "rpgan_r1r2_ema": ("RpGAN + R1 + R2 (1.0), n_critic 1, Adam 2e-4, EMA 0.999, width 32",
+                       {"model.width": 32, "loss": "rpgan", "penalty": "r1r2",
+                        "penalty_weight": 1.0, "n_critic": 1, "generator_lr": 2e-4,
+                        "critic_lr": 2e-4, "ema_decay": 0.999}),
+    "rpgan_r1r2_ema_w48": ("RpGAN + R1 + R2 (1.0), n_critic 1, Adam 2e-4, EMA 0.999, width 48",
+                           {"model.width": 48, "loss": "rpgan", "penalty": "r1r2",
+                            "penalty_weight": 1.0, "n_critic": 1, "generator_lr": 2e-4,
+                            "critic_lr": 2e-4, "ema_decay": 0.999}),
+}
+DEFAULT_CANDIDATES = ("wgangp_ref", "wgangp_nc2_ema", "rpgan_r1r2_ema")
+# configs/mnist_cpu.py is this candidate on MNIST (tests/test_benchmark_mnist_cpu.py checks it).
+RECIPE = "rpgan_r1r2_ema"
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process (all threads) and its waited-for children."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        r = resource.getrusage(who)
+        total += r.ru_utime + r.ru_stime
+    return total
+
+
+def candidate_config(name: str, seed: int, args: argparse.Namespace):
+    """configs/mnist.py on `digits` with the candidate's and the command line's overrides."""
+    config = load_config("mnist")
+    config.dataset = "digits"
+    config.seed = seed
+    config.log_every = 50
+    config.eval_every = 0
+    config.sample_every = 0
+    config.plot_every = 0
+    config.checkpoint_every = 0
+    apply_overrides(config, CANDIDATES[name][1])
+    if args.image_size:
+        config.image_size = args.image_size
+    apply_overrides(config, dict(_parse_override(o) for o in args.override))
+    return config
+
+
+def _parse_override(text: str) -> tuple[str, object]:
+    key, _, value = text.partition("=")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+class HeldoutScore:
+    """Scores samples against the digit classifier's 297 held-out digits at the run's size:
+    the evaluator's FID on the classifier's features and the classifier's mean confidence,
+    with the real references (training-pool FID floor, held-out confidence) computed once."""
+
+    def __init__(self, config) -> None:
+        from common import heldout_split
+
+        from wgan_jax.data.digits import digits_source
+        from wgan_jax.data.images import to_float
+        from wgan_jax.evaluators import make_evaluator
+
+        images = to_float(digits_source(config.image_size, 1).images)
+        train_idx, test_idx = heldout_split(config)
+        self.evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
+        self.classifier = self.evaluator.classifier
+        self.real_confidence = self.confidence(images[test_idx])
+        self.floor_fid = float(self.evaluator(images[train_idx])["eval/fid_digits"])
+
+    def confidence(self, images: np.ndarray) -> float:
+        return float(self.classifier.predict_proba(images).max(axis=1).mean())
+
+    def __call__(self, config, workdir: str, num_samples: int, seed: int) -> dict:
+        from wgan_jax.runs import load_run
+        from wgan_jax.sampling import draw_samples
+
+        _, gan, state, step = load_run(workdir, "latest")
+        use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
+        samples = draw_samples(gan, state, num_samples, seed=seed + 12345, use_ema=use_ema)
+        fid = float(self.evaluator(samples)["eval/fid_digits"])
+        confidence = self.confidence(samples)
+        return {"step": int(step), "fid": fid, "floor_fid": self.floor_fid,
+                "fid_ratio": fid / self.floor_fid, "confidence": confidence,
+                "real_confidence": self.real_confidence,
+                "confidence_ratio": confidence / self.real_confidence}
+
+
+def run_candidate(name: str, args: argparse.Namespace, score: HeldoutScore | None) -> list[dict]:
+    """Trains `name` in segments up to each CPU checkpoint; one row per checkpoint."""
+    from wgan_jax.train import train_and_evaluate
+
+    config = candidate_config(name, args.seed, args)
+    score = score or HeldoutScore(config)
+    workdir = os.path.join(args.root, f"{name}_seed{args.seed}")
+    shutil.rmtree(workdir, ignore_errors=True)
+    targets = [float(m) * 60.0 for m in args.cpu_minutes.split(",")]
+    rows, spent, step, rate = [], 0.0, 0, 0.0
+    for target in targets:
+        while spent < target * 0.97:
+            # The first segment (`--probe` iterations) measures the rate, compilation included;
+            # later ones aim at the checkpoint with the previous segment's rate.
+            segment = args.probe if rate == 0.0 else max(1, int((target - spent) / rate))
+            config.num_iterations = step + segment
+            c0 = cpu_seconds()
+            result = train_and_evaluate(config, workdir)
+            used = cpu_seconds() - c0
+            spent, step, rate = spent + used, int(result["step"]), used / segment
+        row = {"candidate": name, "what": CANDIDATES[name][0], "seed": args.seed,
+               "overrides": CANDIDATES[name][1], "workdir": workdir,
+               "target_cpu_minutes": target / 60.0, "cpu_seconds": spent,
+               **score(config, workdir, args.num_samples, args.seed)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        append_row(args.rows, row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: one line per (candidate, checkpoint), then the real references."""
+    lines = ["| Candidate | Iterations | Train CPU (min) | Confidence / real | FID | "
+             "FID / floor |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['candidate']} | {r['step']} | {r['cpu_seconds'] / 60:.1f}"
+                     f" | {r['confidence_ratio']:.3f} | {r['fid']:.2f} | {r['fid_ratio']:.2f} |")
+    r = rows[0]
+    lines.append(f"| real held-out digits (confidence {r['real_confidence']:.3f}; FID floor: "
+                 f"training pool vs held-out) | - | - | 1.000 | {r['floor_fid']:.2f} | 1.00 |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--candidates", default=",".join(DEFAULT_CANDIDATES),
+                        help=f"comma-separated, of {', '.join(CANDIDATES)}")
+    parser.add_argument("--cpu_minutes", default="1,2,4,6",
+                        help="checkpoints of cumulative training CPU time (minutes)")
+    parser.add_argument("--probe", type=int, default=40,
+                        help="iterations of the first segment (measures the CPU rate)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--root", default="/tmp/wgan_mnist_cpu", help="parent of the workdirs")
+    parser.add_argument("--rows", default="", help="also append each row to this JSONL")
+    parser.add_argument("--table_from", default="", help="only print the table of this JSONL")
+    parser.add_argument("--override", action="append", default=[],
+                        help="KEY=VALUE (JSON value) on every candidate (tests: small nets)")
+    parser.add_argument("--image_size", type=int, default=0, help="0 keeps the config's 32")
+    parser.add_argument("--num_samples", type=int, default=1500,
+                        help="generated samples per score")
+    args = parser.parse_args()
+    if args.table_from:
+        print(table(read_rows(args.table_from)))
+        return
+    names = args.candidates.split(",")
+    unknown = [n for n in names if n not in CANDIDATES]
+    if unknown:
+        parser.error(f"--candidates: unknown {', '.join(unknown)} "
+                     f"(known: {', '.join(CANDIDATES)})")
+    import jax
+
+    from wgan_jax.cli import setup_logging
+
+    os.makedirs(args.root, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", os.path.join(args.root, "jax_cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    setup_logging(False)
+    rows = []
+    for name in names:
+        rows.extend(run_candidate(name, args, None))
+    print()
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, REPO)
+    main()

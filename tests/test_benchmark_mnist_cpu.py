@@ -1,0 +1,76 @@
+"""benchmarks/mnist_cpu.py runs end to end on CPU with tiny nets: each candidate trains with its
+own overrides on the offline digits, reaches every CPU-time checkpoint in order, and is scored
+against the real held-out digits (whose confidence the table states)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+
+from common import apply_overrides, config_value, load_config, read_rows  # noqa: E402
+from mnist_cpu import CANDIDATES, RECIPE  # noqa: E402
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "mnist_cpu.py"),
+                           *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_mnist_cpu_checkpoints_overrides_and_scores(tmp_path):
+    rows_file = tmp_path / "rows.jsonl"
+    proc = _run("--candidates", "wgangp_ref,rpgan_r1r2_ema", "--image_size", "8",
+                "--override", "model.width=8", "--override", "global_batch_size=16",
+                "--cpu_minutes", "0.1,0.2", "--probe", "3", "--num_samples", "200",
+                "--root", str(tmp_path), "--rows", str(rows_file))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_rows(str(rows_file))
+    assert [(r["candidate"], r["target_cpu_minutes"]) for r in rows] == [
+        ("wgangp_ref", 0.1), ("wgangp_ref", 0.2), ("rpgan_r1r2_ema", 0.1),
+        ("rpgan_r1r2_ema", 0.2)]
+    for first, second in (rows[:2], rows[2:]):
+        assert 0 < first["step"] < second["step"]
+        for r in (first, second):
+            assert r["cpu_seconds"] >= 0.97 * 60 * r["target_cpu_minutes"]
+            assert r["fid"] > 0 and 0 < r["confidence"] <= 1
+            assert np.isclose(r["fid_ratio"], r["fid"] / r["floor_fid"])
+            assert np.isclose(r["confidence_ratio"], r["confidence"] / r["real_confidence"])
+        with open(os.path.join(second["workdir"], "config.json")) as f:
+            written = json.load(f)
+        assert written["dataset"] == "digits" and written["image_size"] == 8
+        assert config_value(written, "model.width") == 8  # the command line's, last
+        assert written["num_iterations"] == second["step"]
+        for key, value in second["overrides"].items():
+            if key != "model.width":
+                assert config_value(written, key) == value, key
+    assert rows[2]["overrides"]["loss"] == "rpgan"
+    # The real references are the same for every candidate, and real digits are confident.
+    assert len({r["real_confidence"] for r in rows}) == 1 and rows[0]["real_confidence"] > 0.8
+    table = [line for line in proc.stdout.splitlines() if line.startswith("|")]
+    assert table[0].startswith("| Candidate | Iterations | Train CPU (min)")
+    assert len(table) == 2 + len(rows) + 1 and table[-1].startswith("| real held-out digits")
+
+
+@pytest.mark.slow
+def test_unknown_candidate_is_one_line_exit_2(tmp_path):
+    proc = _run("--candidates", "nope", "--root", str(tmp_path))
+    assert proc.returncode == 2
+    assert "unknown nope" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_the_shipped_recipe_is_the_benchmarked_candidate():
+    """configs/mnist_cpu.py = configs/mnist.py with the recipe candidate's overrides (only its
+    length differs), so the benchmark's numbers are the config's."""
+    recipe, reference = load_config("mnist_cpu"), load_config("mnist")
+    apply_overrides(reference, CANDIDATES[RECIPE][1])
+    reference.num_iterations = recipe.num_iterations
+    assert recipe.to_dict() == reference.to_dict()
+    assert recipe.to_dict() != load_config("mnist").to_dict()
