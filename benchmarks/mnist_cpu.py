@@ -103,11 +103,12 @@ class HeldoutScore:
 
         from wgan_jax.data.digits import digits_source
         from wgan_jax.data.images import to_float
-        from wgan_jax.evaluators import make_evaluator
+        from wgan_jax.evaluators import EvalSpec, make_evaluator
 
         images = to_float(digits_source(config.image_size, 1).images)
         train_idx, test_idx = heldout_split(config)
-        self.evaluator = make_evaluator(config, lambda n, s: images[test_idx], seed=0)
+        self.evaluator = make_evaluator(EvalSpec.from_config(config),
+                                        lambda n, s: images[test_idx], seed=0)
         self.classifier = self.evaluator.classifier
         self.real_confidence = self.confidence(images[test_idx])
         self.floor_fid = float(self.evaluator(images[train_idx])["eval/fid_digits"])
