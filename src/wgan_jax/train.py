@@ -34,7 +34,7 @@ from wgan_jax.config import data_shape, validate_config
 from wgan_jax.data.sources import check_num_classes, num_classes
 from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import StoppedDuringSetup, UserError
-from wgan_jax.eval_plan import eval_plan
+from wgan_jax.eval_plan import EvalPlan, eval_plan
 from wgan_jax.health import HealthMonitor, format_event
 from wgan_jax.metrics.ranking import lower_is_better
 from wgan_jax.models.checks import check_run_networks
@@ -230,6 +230,8 @@ class _Job:
     pictures: bool  # sample grids and metric plots (off: the numbers are the same)
     is_main: bool  # process 0 writes the human-facing files
     schedule: Schedule  # how often the loop logs, evaluates, draws and saves (`due_actions`)
+    data_spec: DataSpec  # what the data layer reads
+    plan: EvalPlan  # what evaluation computes, and the metric that ranks checkpoints
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,7 +304,7 @@ def train_and_evaluate(
         mesh = make_mesh()
         validate_config(config, mesh.devices.size)
         data_spec = DataSpec.from_config(config)  # what the data layer reads, once
-        eval_plan(config, num_classes(data_spec))  # what evaluation cannot compute: before a write
+        plan = eval_plan(config, num_classes(data_spec))  # impossible evaluation: before a write
         fs.check_directory(workdir)
         given_g, given_c = generator is not None, critic is not None
         generator, critic = build_networks(config, generator, critic)  # factory errors: no write
@@ -311,7 +313,8 @@ def train_and_evaluate(
         it = input_pipeline.create_input_pipeline(data_spec, mesh)  # data errors before any write
         objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
         job = _Job(config, workdir, mesh, it, (generator, critic), objects, pictures,
-                   is_main=jax.process_index() == 0, schedule=Schedule.from_config(config))
+                   is_main=jax.process_index() == 0, schedule=Schedule.from_config(config),
+                   data_spec=data_spec, plan=plan)
         lock = lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
         try:
             return _train(job, setup)
@@ -370,7 +373,7 @@ def _restore_or_init(job: _Job) -> _Origin:
     config = job.config
     guard = DivergenceGuard(config.max_consecutive_nonfinite, config.loss_explosion_factor)
     gan = build_gan(config, *job.networks)
-    metric = eval_plan(config, gan.num_classes).metric
+    metric = job.plan.metric
     checkpointer = ckpt.Checkpointer(
         job.workdir, keep=config.keep_checkpoints, best_metric=metric,
         config_json=json.loads(config.to_json_best_effort()),
@@ -450,7 +453,8 @@ def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
     )
     train_step = _make_step(job, origin.gan)
     sampler = _Sampler(origin.gan, config, job.data.reference_samples(1000, config.seed))
-    eval_spec = evaluators.EvalSpec.from_config(config) if config.eval_every else None
+    eval_spec = (evaluators.EvalSpec.from_config(config, job.data_spec, job.plan)
+                 if config.eval_every else None)
     evaluator = (evaluators.evaluator_for_data(eval_spec, job.data, seed=config.seed)
                  if eval_spec is not None else None)
     if evaluator is not None and origin.checkpointer.best() is None:  # a resume keeps its own

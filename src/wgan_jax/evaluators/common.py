@@ -88,12 +88,14 @@ class EvalSpec:
     matmul_precision: str = "default"
 
     @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict) -> EvalSpec:
+    def from_config(cls, config: ml_collections.ConfigDict, data: DataSpec | None = None,
+                    plan: EvalPlan | None = None) -> EvalSpec:
         """The evaluation settings of a run's config; `ConfigError` for an impossible
-        `config.eval` (what the plan cannot compute, too few samples per class)."""
-        data = DataSpec.from_config(config)
+        `config.eval` (what the plan cannot compute, too few samples per class). `data` and
+        `plan`, when the caller built them from the same config, are used, not built again."""
+        data = data or DataSpec.from_config(config)
         classes = num_classes(data)
-        plan = eval_plan(config, classes)
+        plan = plan or eval_plan(config, classes)
         if plan.class_metrics:
             check_class_samples(config, classes)
         return cls(
