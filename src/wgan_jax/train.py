@@ -244,7 +244,6 @@ class _Origin:
     state: TrainState
     step: int
     saved: dict[str, Any] | None  # None: no checkpoint, the run starts afresh
-    metric: str  # the eval plan's metric: it ranks checkpoints and early stopping
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,12 +261,16 @@ class _Run:
     sampler: _Sampler
     evaluator: evaluators.Evaluator | None
     early: EarlyStopping | None
-    metric: str
     eval_spec: evaluators.EvalSpec | None  # what evaluation reads, built once (eval_every > 0)
 
     @property
     def config(self) -> ml_collections.ConfigDict:
         return self.job.config
+
+    @property
+    def metric(self) -> str:
+        """The eval plan's metric: it ranks checkpoints and drives early stopping."""
+        return self.job.plan.metric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -373,23 +376,21 @@ def _restore_or_init(job: _Job) -> _Origin:
     config = job.config
     guard = DivergenceGuard(config.max_consecutive_nonfinite, config.loss_explosion_factor)
     gan = build_gan(config, *job.networks)
-    metric = job.plan.metric
     checkpointer = ckpt.Checkpointer(
-        job.workdir, keep=config.keep_checkpoints, best_metric=metric,
+        job.workdir, keep=config.keep_checkpoints, best_metric=job.plan.metric,
         config_json=json.loads(config.to_json_best_effort()),
     )
     restored = checkpointer.restore(abstract_train_state(gan, config, job.mesh),
                                     required_data=DATA_KEYS)
     if restored is None:
-        return _Origin(checkpointer, gan, guard, _fresh_state(config, gan, job.mesh), 0, None,
-                       metric)
+        return _Origin(checkpointer, gan, guard, _fresh_state(config, gan, job.mesh), 0, None)
     state, saved, start = restored
     job.data.set_state(saved)
     guard.load(saved)
     if guard.lr_scale != 1.0:
         gan = build_gan(config, *job.networks, guard.lr_scale)
     log.info("resuming from checkpoint %d in %s", start, checkpointer.directory)
-    return _Origin(checkpointer, gan, guard, state, start, saved, metric)
+    return _Origin(checkpointer, gan, guard, state, start, saved)
 
 
 def _open_records(job: _Job, origin: _Origin) -> records.MetricWriter:
@@ -458,15 +459,15 @@ def _make_run(job: _Job, origin: _Origin, writer: records.MetricWriter) -> _Run:
     evaluator = (evaluators.evaluator_for_data(eval_spec, job.data, seed=config.seed)
                  if eval_spec is not None else None)
     if evaluator is not None and origin.checkpointer.best() is None:  # a resume keeps its own
-        log.info("best checkpoint chosen by %s (%s is better)", origin.metric,
-                 "lower" if lower_is_better(origin.metric) else "higher")
-    early = make_early_stopping(origin.metric if evaluator is not None else "",
+        log.info("best checkpoint chosen by %s (%s is better)", job.plan.metric,
+                 "lower" if lower_is_better(job.plan.metric) else "higher")
+    early = make_early_stopping(job.plan.metric if evaluator is not None else "",
                                 patience=config.early_stopping.patience,
                                 eval_every=config.eval_every)
     if early is not None and origin.saved is not None:
         early.set_state(origin.saved.get("early_stopping"))
     return _Run(job, origin.gan, train_step, origin.checkpointer, writer, monitor, origin.guard,
-                sampler, evaluator, early, origin.metric, eval_spec)
+                sampler, evaluator, early, eval_spec)
 
 
 def _loop(run: _Run, state: TrainState, start: int, setup: _SetupStop) -> _Outcome:
