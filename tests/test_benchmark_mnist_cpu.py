@@ -18,7 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 from common import apply_overrides, config_value, load_config, read_rows  # noqa: E402
-from mnist_cpu import CANDIDATES, RECIPE, DigitsScore, candidate_config  # noqa: E402
+from mnist_cpu import CANDIDATES, RECIPE, DigitsScore, candidate_config, table  # noqa: E402
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -30,6 +30,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 def test_mnist_cpu_checkpoints_overrides_and_scores(tmp_path):
     rows_file = tmp_path / "rows.jsonl"
     proc = _run("--candidates", "wgangp_ref,rpgan_r1r2_ema", "--image_size", "8",
+                "--plot", str(tmp_path / "curves.png"),
                 "--override", "model.width=8", "--override", "global_batch_size=16",
                 "--cpu_minutes", "0.1,0.2", "--probe", "3", "--num_samples", "200",
                 "--root", str(tmp_path), "--rows", str(rows_file))
@@ -59,8 +60,11 @@ def test_mnist_cpu_checkpoints_overrides_and_scores(tmp_path):
     assert len({r["real_confidence"] for r in rows}) == 1 and rows[0]["real_confidence"] > 0.8
     assert {r["data"] for r in rows} == {"mnist5k"}
     table = [line for line in proc.stdout.splitlines() if line.startswith("|")]
-    assert table[0].startswith("| Candidate | Iterations | Train CPU (min)")
+    assert table[0].startswith("| Candidate | Seed | Iterations | Train CPU (min)")
     assert len(table) == 2 + len(rows) + 1 and table[-1].startswith("| real held-out digits")
+    from PIL import Image
+
+    assert Image.open(tmp_path / "curves.png").size == (1000, 400)
 
 
 @pytest.mark.slow
@@ -90,3 +94,16 @@ def test_the_shipped_recipe_is_the_benchmarked_candidate():
     reference.num_iterations = recipe.num_iterations
     assert recipe.to_dict() == reference.to_dict()
     assert recipe.to_dict() != load_config("mnist").to_dict()
+
+
+def test_table_summarises_seeds_per_candidate_and_checkpoint():
+    def row(seed, minutes, conf, fid):
+        return {"candidate": RECIPE, "seed": seed, "step": 10, "target_cpu_minutes": minutes,
+                "cpu_seconds": 60.0 * minutes, "confidence_ratio": conf, "fid": fid,
+                "fid_ratio": fid / 2.0, "real_confidence": 0.96, "floor_fid": 2.0}
+
+    one_seed = table([row(0, 4, 0.9, 4.0), row(0, 8, 0.94, 3.0)])
+    assert "| Seeds |" not in one_seed and len(one_seed.splitlines()) == 5
+    lines = table([row(0, 4, 0.9, 4.0), row(1, 4, 0.8, 2.0), row(0, 8, 0.94, 3.0)]).splitlines()
+    assert lines[-2] == f"| {RECIPE} | 2 | 4.0 | 0.850 +- 0.050 | 1.50 +- 0.50 |"
+    assert lines[-1] == f"| {RECIPE} | 1 | 8.0 | 0.940 +- 0.000 | 1.50 +- 0.00 |"
