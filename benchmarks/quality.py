@@ -24,6 +24,7 @@ alone; say what else ran on the machine when you quote wall time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -78,6 +79,11 @@ def run_one(name: str, seed: int, root: str, args: argparse.Namespace) -> dict:
     evaluator = evaluator_for_data(spec, seed=0)
     metrics = evaluate_state(spec, gan, state, seed=seed, evaluator=evaluator)
     row = {"config": name, "seed": seed, "step": step, **timing, **metrics}
+    if spec.jacobian_truncation:  # the same generator sampled plainly, beside it
+        plain = dataclasses.replace(spec, jacobian_truncation=0.0)
+        row.update(renamed("plain", evaluate_state(plain, gan, state, seed=seed,
+                                                   evaluator=evaluator)))
+        row["jacobian_truncation"] = spec.jacobian_truncation
     if evaluator is not None and evaluator.class_metrics:
         row.update(conditional_floor(config, evaluator, seed))
     elif config.dataset == "digits":
@@ -132,13 +138,19 @@ def toy_table(rows: list[dict]) -> str:
              "|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["config"] for r in rows):
         rs = [r for r in rows if r["config"] == name]
-        modes = _ms([r["eval/modes"] for r in rs], digits=1)
-        lines.append(
-            f"| {name} | wgan_jax ({len(rs)} seeds) | {modes}"
-            f" | {_ms([r['eval/high_quality'] for r in rs], 100, 1)}"
-            f" | {_ms([r['eval/reverse_kl'] for r in rs], digits=3)}"
-            f" | {_ms([r['eval/w1'] for r in rs], digits=4)}"
-            f" | {_ms([r['wall_seconds'] for r in rs], digits=0)} |")
+        for prefix in ("eval", "plain"):
+            if f"{prefix}/high_quality" not in rs[0]:
+                continue
+            how = (f", Jacobian truncation {rs[0]['jacobian_truncation']:.0%}"
+                   if "jacobian_truncation" in rs[0] and prefix == "eval" else
+                   ", the generator alone" if prefix == "plain" else "")
+            lines.append(
+                f"| {name} | wgan_jax ({len(rs)} seeds{how})"
+                f" | {_ms([r[f'{prefix}/modes'] for r in rs], digits=1)}"
+                f" | {_ms([r[f'{prefix}/high_quality'] for r in rs], 100, 1)}"
+                f" | {_ms([r[f'{prefix}/reverse_kl'] for r in rs], digits=4)}"
+                f" | {_ms([r[f'{prefix}/w1'] for r in rs], digits=4)}"
+                f" | {_ms([r['wall_seconds'] for r in rs], digits=0)} |")
         for method, modes, hq, kl in PUBLISHED.get(os.path.basename(name), []):
             lines.append(f"| {name} | {method} | {modes} | {hq} | {kl} | - | - |")
     return "\n".join(lines)

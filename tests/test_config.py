@@ -34,6 +34,8 @@ NUMERIC_CASES = [
     ("penalty_weight", NAN), ("clip_value", -INF), ("dragan_scale", NAN),
     ("instance_noise", NAN), ("health.window", 0), ("health.patience", -1),
     ("health.explode_factor", NAN), ("health.spike_factor", -1.0), ("health.dead_max", INF),
+    ("sampling.jacobian_truncation", 1.0), ("sampling.jacobian_truncation", -0.1),
+    ("sampling.jacobian_truncation", NAN),
 ]
 
 
@@ -51,6 +53,15 @@ def test_eval_num_samples_is_validated_when_evaluation_is_on():
     validate_config(config, 1)  # evaluation off: the key is not used
     config.eval_every = 10
     with pytest.raises(ConfigError, match=r"^config\.eval\.num_samples: must be >= 10"):
+        validate_config(config, 1)
+
+
+def test_jacobian_truncation_is_refused_for_a_conditional_model():
+    config = default_config()
+    apply_overrides(config, {"model.conditional": "projection",
+                             "sampling.jacobian_truncation": 0.1})
+    with pytest.raises(ConfigError, match=r"^config\.sampling\.jacobian_truncation: is for "
+                       "unconditional models"):
         validate_config(config, 1)
 
 

@@ -51,6 +51,21 @@ def test_truncation_is_deterministic_and_changes_the_samples(trained, tmp_path):
 
 
 @pytest.mark.slow
+def test_jacobian_truncation_keeps_the_smoothest_latents_and_says_so(trained, tmp_path):
+    from wgan_jax import jacobian_truncation, sampling
+
+    out = str(tmp_path / "smooth.npy")
+    result = _sample(trained, "--num=6", "--seed=3", "--jacobian_truncation=0.5", f"--out={out}")
+    assert "Jacobian truncation: 50.0% of latents dropped" in result.stdout
+    run = runs.load_run(trained)
+    candidates = runs.block_latents(3, 0, 12, run.gan.z_dim)
+    norms = jacobian_truncation.jacobian_sq_norms(run.gan, run.state, candidates, False)
+    kept = np.asarray(candidates)[np.sort(np.argsort(norms)[:6])]
+    expected = sampling.generate_from_latents(run.gan, run.state, kept, False)
+    np.testing.assert_allclose(np.load(out), expected, atol=1e-6)
+
+
+@pytest.mark.slow
 def test_interpolation_gif_has_steps_frames_and_png_a_grid(trained, tmp_path):
     from PIL import Image
 
@@ -77,6 +92,7 @@ def test_interpolation_gif_has_steps_frames_and_png_a_grid(trained, tmp_path):
     (["--interpolate=1", "--out={tmp}/x.gif"], ["--interpolate", ">= 2"]),
     (["--interpolate=4", "--num=3", "--out={tmp}/x.gif"], ["--num", "--rows"]),
     (["--rows=3"], ["--rows", "--interpolate"]),
+    (["--jacobian_truncation=1"], ["--jacobian_truncation", "[0, 1)"]),
 ])
 def test_bad_values_exit_2_with_one_line_and_write_nothing(trained, tmp_path, args, words):
     args = [a.format(tmp=tmp_path) for a in args]

@@ -25,7 +25,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
              "eval_plan", "metrics", "data", "policies", "checkpoint_best"),
     # JAX, pure: networks, losses, penalties, the state, sampling controls
     "core": ("precision", "augment", "losses", "penalties", "diagnostics", "models", "state",
-             "sampling"),
+             "sampling", "jacobian_truncation"),
     "step": ("step",),
     "edges": ("input_pipeline", "checkpoint", "checkpoint_agreement", "checkpoint_content",
               "workdir_lock"),

@@ -159,6 +159,12 @@ def get_config_schema() -> ml_collections.ConfigDict:
     # stacked_digits, Inception when inception_weights is set), "digits", "inception", "none".
     c.eval.features = "auto"
 
+    # How evaluation and `sample` draw from the trained generator. jacobian_truncation: the
+    # share of latents dropped where the generator is steepest (wgan_jax.jacobian_truncation,
+    # for data with separate modes); 0: off, plain N(0, I) latents.
+    c.sampling = ml_collections.ConfigDict()
+    c.sampling.jacobian_truncation = 0.0
+
     c.early_stopping = ml_collections.ConfigDict()
     c.early_stopping.patience = 0  # evaluations without improvement; 0: off
 
@@ -461,11 +467,19 @@ def _validate_conditional(config: ml_collections.ConfigDict) -> None:
 
 
 def _validate_eval(config: ml_collections.ConfigDict) -> None:
-    """`config.eval.num_samples` with evaluation on; what evaluation can compute for the data is
-    `wgan_jax.eval_plan.eval_plan`'s check (the trainer runs it after this one)."""
+    """`config.eval.num_samples` with evaluation on, and `config.sampling`; what evaluation
+    can compute for the data is `wgan_jax.eval_plan.eval_plan`'s check (the trainer runs it
+    after this one)."""
     if config.eval_every > 0 and config.eval.num_samples < MIN_EVAL_SAMPLES:
         _fail("eval.num_samples", f"must be >= {MIN_EVAL_SAMPLES} when eval_every > 0 (the "
               f"metrics compare sample statistics), got {config.eval.num_samples!r}")
+    fraction = config.sampling.jacobian_truncation
+    if not (math.isfinite(fraction) and 0.0 <= fraction < 1.0):
+        _fail("sampling.jacobian_truncation", f"must be in [0, 1) (the share of latents "
+              f"dropped), got {fraction!r}")
+    if fraction and config.model.conditional != "none":
+        _fail("sampling.jacobian_truncation", "is for unconditional models; set it to 0 with "
+              f"model.conditional={config.model.conditional!r}")
 
 
 def data_shape(config: ml_collections.ConfigDict) -> tuple[int, ...]:

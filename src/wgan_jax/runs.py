@@ -21,6 +21,7 @@ from jax.sharding import PartitionSpec as P
 
 from wgan_jax import checkpoint as ckpt
 from wgan_jax import fs, plots, precision, sampling
+from wgan_jax import jacobian_truncation as jt
 from wgan_jax.config import data_shape
 from wgan_jax.data.sources import num_classes
 from wgan_jax.data.spec import DataSpec
@@ -201,17 +202,26 @@ def iter_samples(
     gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool = False,
     truncation: float | None = None, labels: list[int] | None = None,
     block: int = SAMPLE_BLOCK, matmul_precision: str = "default",
+    jacobian_truncation: float = 0.0,
 ) -> Any:
     """Yields the float32 samples of `generate_samples` (or, with `labels`, of
     `generate_class_samples`) block after block, at most `block` at a time, so that a large
     `num` never holds more than one block in memory. Every block is generated at the full
     `block` size (the last one padded and cut), so the generator compiles once. The generator
-    runs at `matmul_precision` (the run's `config.matmul_precision`, see `wgan_jax.precision`)."""
+    runs at `matmul_precision` (the run's `config.matmul_precision`, see `wgan_jax.precision`).
+    `jacobian_truncation` > 0 (unconditional runs): each block keeps the smoothest of a larger
+    draw of latents (`wgan_jax.jacobian_truncation`)."""
     _check_ema(state, use_ema)
     for label in ([None] if labels is None else labels):
         for k, first in enumerate(range(0, num, block)):
             rows = min(block, num - first)
-            z = block_latents(seed, k, rows, gan.z_dim, truncation)
+            if jacobian_truncation:
+                with precision.scope(matmul_precision):
+                    z = block_latents(seed, k, jt.num_candidates(rows, jacobian_truncation),
+                                      gan.z_dim, truncation)
+                    z = jt.smoothest_latents(gan, state, z, rows, use_ema)
+            else:
+                z = block_latents(seed, k, rows, gan.z_dim, truncation)
             if rows < block and first > 0:
                 z = jnp.concatenate([z, jnp.zeros((block - rows, gan.z_dim), z.dtype)])
             y = None
@@ -266,23 +276,32 @@ def check_sample_out(path: str, num: int, *, toy: bool | None = None,
 def write_samples(
     run: Run, path: str, num: int, seed: int, use_ema: bool = False,
     truncation: float | None = None, labels: list[int] | None = None,
-    progress: Any = None, block: int = SAMPLE_BLOCK,
+    progress: Any = None, block: int = SAMPLE_BLOCK, jacobian_truncation: float = 0.0,
 ) -> tuple[int, ...]:
     """Writes `num` samples (of each class in `labels`) of `run` to `path`; their shape.
 
     `.npy`: streamed block after block into a temporary file that replaces `path` once
     complete (memory bounded by one block; `progress(done, total)` after each block).
     `.png`: an image grid (one class per row with `labels`), or for 2-D toy samples a scatter
-    plot. `UserError` (before anything is written) for a path `check_sample_out` refuses, and
+    plot. `UserError` (before anything is written) for a path `check_sample_out` refuses, for
+    `jacobian_truncation` (see `iter_samples`) outside [0, 1) or with a conditional run, and
     when writing fails (e.g. the disk is full; the partial file is removed).
     """
+    if jacobian_truncation:
+        try:
+            jt.check_fraction(jacobian_truncation)
+        except ValueError as error:
+            raise UserError(f"--jacobian_truncation {error}") from None
+        if run.gan.num_classes:
+            raise UserError("--jacobian_truncation is for unconditional runs; this run is "
+                            "conditional")
     toy = len(data_shape(run.config)) == 1
     per_class = 1 if labels is None else len(labels)
     if labels is not None:
         check_labels(run.gan, labels)
     extension = check_sample_out(path, num, toy=toy, per_class=per_class)
     blocks = iter_samples(run.gan, run.state, num, seed, use_ema, truncation, labels, block,
-                          run.config.matmul_precision)
+                          run.config.matmul_precision, jacobian_truncation)
     total = num * per_class
     if extension == ".png":
         samples = np.concatenate(list(blocks))

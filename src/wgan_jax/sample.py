@@ -10,6 +10,9 @@ written is one `error:` line before anything is loaded.
 `--interpolate STEPS --out FILE.png|FILE.gif [--rows R]` (image runs): R spherical
 interpolations between seeded latents, as a grid PNG (a row each) or an animated GIF of STEPS
 frames. `--truncation PSI` redraws latent coordinates beyond +-PSI, in both modes.
+`--jacobian_truncation Q` (default: the run's `config.sampling.jacobian_truncation`) drops the
+share Q of latents where the generator is steepest (`wgan_jax.jacobian_truncation`); the
+closing line says when it did.
 A class-conditional run with `--labels` gives N samples of each class, class after class;
 `--out FILE.png` then writes a grid with one class per row.
 """
@@ -36,6 +39,9 @@ _CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "latest, best, or a st
 _EMA = flags.DEFINE_boolean("ema", False, "Use the EMA generator weights (if the run kept them).")
 _TRUNCATION = flags.DEFINE_float(
     "truncation", None, "Truncation psi > 0: latent coordinates beyond +-psi are redrawn.")
+_JACOBIAN = flags.DEFINE_float(
+    "jacobian_truncation", None, "Share in [0, 1) of latents dropped where the generator is "
+    "steepest; default: the run's config.sampling.jacobian_truncation.")
 _INTERPOLATE = flags.DEFINE_integer(
     "interpolate", None, "Write STEPS-step latent interpolations to --out (.png or .gif).")
 _ROWS = flags.DEFINE_integer("rows", 4, "How many interpolations (with --interpolate).")
@@ -67,9 +73,15 @@ def main(argv: list[str]) -> int:
     elif FLAGS["rows"].present:
         cli.fail("--rows applies to --interpolate only")
 
+    jacobian = _JACOBIAN.value
+    if jacobian is not None and not (math.isfinite(jacobian) and 0 <= jacobian < 1):
+        cli.fail(f"--jacobian_truncation must be in [0, 1), got {jacobian}")
     labels = _parse_labels()
     if labels is not None and (steps is not None or psi is not None):
         cli.fail("--label/--labels cannot be combined with --interpolate or --truncation yet")
+    if jacobian and (labels is not None or steps is not None):
+        cli.fail("--jacobian_truncation applies to unconditional samples, not to --label/"
+                 "--labels or --interpolate")
     try:
         runs.parse_checkpoint(_CHECKPOINT.value)
     except ValueError as error:
@@ -100,11 +112,15 @@ def main(argv: list[str]) -> int:
                 runs.check_labels(run.gan, labels)
             except UserError as error:
                 cli.fail(f"{flag}: {error}")
+        dropped = (float(run.config.sampling.jacobian_truncation) if jacobian is None
+                   else jacobian)  # a conditional run's config holds 0 (validate_config)
         shape = runs.write_samples(run, out, _NUM.value, _SEED.value, _EMA.value,
-                                   truncation=psi, labels=labels, progress=_Progress())
+                                   truncation=psi, labels=labels, progress=_Progress(),
+                                   jacobian_truncation=dropped)
         what = (f"a grid of classes {labels} (one per row)" if labels is not None
                 and out.lower().endswith(".png") else f"{shape} samples")
-        print(f"wrote {what} from checkpoint {run.step} to {out}")
+        how = f" (Jacobian truncation: {dropped:.1%} of latents dropped)" if dropped else ""
+        print(f"wrote {what} from checkpoint {run.step} to {out}{how}")
         return 0
 
     return cli.run_guarded(body)

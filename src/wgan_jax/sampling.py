@@ -33,6 +33,7 @@ import numpy as np
 from PIL import Image
 
 from wgan_jax import fs, plots
+from wgan_jax import jacobian_truncation as jacobian_truncation_lib
 from wgan_jax.errors import UserError
 from wgan_jax.state import GAN, TrainState, apply_generator
 
@@ -76,11 +77,18 @@ def generate_from_latents(
 
 
 def draw_samples(
-    gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool, labels: Any = None
+    gan: GAN, state: TrainState, num: int, seed: int, use_ema: bool, labels: Any = None,
+    jacobian_truncation: float = 0.0,
 ) -> np.ndarray:
     """`num` float32 samples from N(0, I) latents drawn with `seed` (`generate_from_latents`;
-    a conditional generator's of classes `labels`)."""
-    z = jax.random.normal(jax.random.PRNGKey(seed), (num, gan.z_dim))
+    a conditional generator's of classes `labels`). `jacobian_truncation` > 0 keeps the
+    smoothest latents of a larger draw (`jacobian_truncation.truncated_latents`)."""
+    key = jax.random.PRNGKey(seed)
+    if jacobian_truncation:
+        z = jacobian_truncation_lib.truncated_latents(gan, state, key, num, jacobian_truncation,
+                                                      use_ema)
+    else:
+        z = jax.random.normal(key, (num, gan.z_dim))
     return generate_from_latents(gan, state, z, use_ema, labels)
 
 

@@ -77,8 +77,9 @@ class EvalSpec:
     config and the data's class count), the data (`DataSpec`: reference examples, the data
     directory holding the cached digit classifier), `num_samples` generated per evaluation
     (`config.eval.num_samples`), `inception_weights` (`config.eval.inception_weights`),
-    whether samples come from the EMA weights (`ema`: `config.ema_decay > 0`) and the
-    generator's `matmul_precision`."""
+    whether samples come from the EMA weights (`ema`: `config.ema_decay > 0`), the
+    generator's `matmul_precision` and the share of latents dropped by Jacobian truncation
+    (`config.sampling.jacobian_truncation`, see `wgan_jax.jacobian_truncation`)."""
 
     plan: EvalPlan
     data: DataSpec
@@ -86,6 +87,7 @@ class EvalSpec:
     inception_weights: str = ""
     ema: bool = False
     matmul_precision: str = "default"
+    jacobian_truncation: float = 0.0
 
     @classmethod
     def from_config(cls, config: ml_collections.ConfigDict, data: DataSpec | None = None,
@@ -102,6 +104,7 @@ class EvalSpec:
             plan=plan, data=data, num_samples=int(config.eval.num_samples),
             inception_weights=config.eval.inception_weights, ema=config.ema_decay > 0,
             matmul_precision=config.matmul_precision,
+            jacobian_truncation=float(config.sampling.jacobian_truncation),
         )
 
 
@@ -151,4 +154,8 @@ def make_evaluator(
                  plan.description, size, data.image_size, 100 * accuracy)
     else:
         log.info("%s", plan.description)
+    if spec.jacobian_truncation:
+        log.info("evaluation samples: the %.1f%% of latents where the generator is steepest "
+                 "are dropped (config.sampling.jacobian_truncation)",
+                 100 * spec.jacobian_truncation)
     return evaluator

@@ -38,7 +38,8 @@ def evaluate_state(
     """Samples `spec.num_samples` (or `num_samples`) from `state` and evaluates them.
 
     The generator runs at `spec.matmul_precision`. Uses the EMA generator when the run
-    keeps one (`spec.ema`: `config.ema_decay > 0`). A conditional generator makes them for
+    keeps one (`spec.ema`: `config.ema_decay > 0`), on the latents Jacobian truncation keeps
+    when `spec.jacobian_truncation` > 0. A conditional generator makes them for
     labels in the data's class frequencies (`Evaluator.sample_labels`). Pass the trainer's
     `evaluator` (any callable of the samples) to reuse its cached reference features;
     otherwise one is built here. Returns {} when no metric applies to the dataset.
@@ -52,5 +53,6 @@ def evaluate_state(
     labels = evaluator.sample_labels(n, seed + 54321) if gan.num_classes else None
     with precision.scope(spec.matmul_precision):
         samples = sampling.draw_samples(gan, state, n, seed=seed + 12345, use_ema=use_ema,
-                                        labels=labels)
+                                        labels=labels,
+                                        jacobian_truncation=spec.jacobian_truncation)
     return evaluator(samples, labels) if labels is not None else evaluator(samples)
