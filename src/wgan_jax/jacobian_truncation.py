@@ -8,9 +8,9 @@ Of ceil(n / (1 - fraction)) seeded candidate latents, `smoothest_latents` keeps 
 smallest squared Frobenius norm ||dG(z)/dz||_F^2, in their drawn order, so the samples come
 from the generator restricted to its smooth regions: on the 5x5 grid a `fraction` of 0.02
 takes `configs/grid25.py`'s generators from 97.4% to 99.1% high-quality samples, the true
-mixture's own 98.9% (benchmarks/README.md, "grid25 at the true-mixture limit"). The generator's weights are untouched; only where it is sampled
-changes, and every caller says so (`config.sampling.jacobian_truncation`, `sample
---jacobian_truncation`).
+mixture's own 98.9% (benchmarks/README.md, "grid25 at the true-mixture limit"). The
+generator's weights are untouched; only where it is sampled changes, and every caller says so
+(`config.sampling.jacobian_truncation`, `sample --jacobian_truncation`).
 """
 
 from __future__ import annotations
