@@ -22,10 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wgan_jax.state import GAN, TrainState, apply_generator
+from wgan_jax.state import GAN, TrainState, apply_generator, gan_program
 
 _BATCH_ELEMENTS = 1 << 22  # Jacobian entries per jitted call: bounds memory for image generators
-_FNS: dict[str, Any] = {"gan": None, "fns": {}}  # the most recent GAN's, per use_ema
 
 
 def check_fraction(fraction: float) -> None:
@@ -41,16 +40,12 @@ def num_candidates(n: int, fraction: float) -> int:
 
 
 def _jacobian_fn(gan: GAN, use_ema: bool) -> Any:
-    if _FNS["gan"] is not gan:
-        _FNS.update(gan=gan, fns={})
-    fns = _FNS["fns"]
-    if bool(use_ema) not in fns:
-        def one(state: TrainState, z: jax.Array) -> jax.Array:
-            jac = jax.jacfwd(lambda v: apply_generator(gan, state, v[None], use_ema=use_ema)[0])(z)
-            return jnp.sum(jnp.square(jac.astype(jnp.float32)))
+    def one(state: TrainState, z: jax.Array) -> jax.Array:
+        jac = jax.jacfwd(lambda v: apply_generator(gan, state, v[None], use_ema=use_ema)[0])(z)
+        return jnp.sum(jnp.square(jac.astype(jnp.float32)))
 
-        fns[bool(use_ema)] = jax.jit(jax.vmap(one, in_axes=(None, 0)))
-    return fns[bool(use_ema)]
+    return gan_program(gan, ("jacobian_sq_norms", bool(use_ema)),
+                       lambda: jax.jit(jax.vmap(one, in_axes=(None, 0))))
 
 
 def jacobian_sq_norms(gan: GAN, state: TrainState, z: Any, use_ema: bool) -> np.ndarray:

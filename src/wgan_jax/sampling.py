@@ -35,13 +35,12 @@ from PIL import Image
 from wgan_jax import fs, plots
 from wgan_jax import jacobian_truncation as jacobian_truncation_lib
 from wgan_jax.errors import UserError
-from wgan_jax.state import GAN, TrainState, apply_generator
+from wgan_jax.state import GAN, TrainState, apply_generator, gan_program
 
 _PARALLEL = 1e-6  # sin(angle) below this: the endpoints are (anti)parallel, interpolate linearly
 GENERATOR_BATCH = 1000  # latents per call of the jitted generator in `generate_from_latents`
 
 Generator = Callable[[TrainState, jax.Array, "jax.Array | None"], jax.Array]
-_GENERATORS: dict[str, Any] = {"gan": None, "fns": {}}  # the most recent GAN's, per use_ema
 
 
 def jitted_generator(gan: GAN, use_ema: bool) -> Generator:
@@ -49,16 +48,12 @@ def jitted_generator(gan: GAN, use_ema: bool) -> Generator:
     with `use_ema`; a conditional generator's of classes `labels`, None: sample i of class
     i % classes, see `state.apply_generator`).
 
-    Kept across calls, so the evaluations and pictures of a training run compile once; a new
-    GAN object (e.g. after a rollback) compiles anew and releases the last one's programs.
+    Kept across calls (`state.gan_program`), so the evaluations and pictures of a training run
+    compile once; a new GAN object (e.g. after a rollback) compiles anew and releases the last
+    one's programs.
     """
-    if _GENERATORS["gan"] is not gan:
-        _GENERATORS.update(gan=gan, fns={})
-    fns = _GENERATORS["fns"]
-    if bool(use_ema) not in fns:
-        fns[bool(use_ema)] = jax.jit(
-            lambda s, z, y: apply_generator(gan, s, z, use_ema=use_ema, labels=y))
-    return fns[bool(use_ema)]
+    return gan_program(gan, ("generator", bool(use_ema)), lambda: jax.jit(
+        lambda s, z, y: apply_generator(gan, s, z, use_ema=use_ema, labels=y)))
 
 
 def generate_from_latents(

@@ -8,6 +8,7 @@ draws exactly the numbers an uninterrupted one would.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import flax
@@ -250,6 +251,21 @@ def _write_module(name: str, module: Any, params: PyTree, other: PyTree) -> None
                              f"{jax.tree.map(jnp.shape, fresh)})")
         nnx.replace_by_pure_dict(target, fresh)
         nnx.update(module, target)
+
+
+_PROGRAMS: dict[str, Any] = {"gan": None, "fns": {}}  # the most recent GAN's, per key
+
+
+def gan_program(gan: GAN, key: Hashable, build: Callable[[], Callable]) -> Callable:
+    """The function `key` compiled for `gan` (`build()` on first use), kept across calls for
+    the most recent GAN only: a new GAN object (e.g. after a rollback) builds anew, and the last
+    one's programs are released. Evaluation, `sample` and the trainer's pictures share them."""
+    if _PROGRAMS["gan"] is not gan:
+        _PROGRAMS.update(gan=gan, fns={})
+    fns = _PROGRAMS["fns"]
+    if key not in fns:
+        fns[key] = build()
+    return fns[key]
 
 
 def apply_generator(
