@@ -138,12 +138,11 @@ def toy_table(rows: list[dict]) -> str:
              "|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["config"] for r in rows):
         rs = [r for r in rows if r["config"] == name]
-        for prefix in ("eval", "plain"):
+        truncated = (f", Jacobian truncation {rs[0]['jacobian_truncation']:.0%}"
+                     if "jacobian_truncation" in rs[0] else "")
+        for prefix, how in (("eval", truncated), ("plain", ", the generator alone")):
             if f"{prefix}/high_quality" not in rs[0]:
                 continue
-            how = (f", Jacobian truncation {rs[0]['jacobian_truncation']:.0%}"
-                   if "jacobian_truncation" in rs[0] and prefix == "eval" else
-                   ", the generator alone" if prefix == "plain" else "")
             lines.append(
                 f"| {name} | wgan_jax ({len(rs)} seeds{how})"
                 f" | {_ms([r[f'{prefix}/modes'] for r in rs], digits=1)}"

@@ -25,7 +25,7 @@ import time
 
 from absl import app, flags
 
-from wgan_jax import cli, fs, runs
+from wgan_jax import cli, fs, jacobian_truncation, runs
 from wgan_jax.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -74,8 +74,11 @@ def main(argv: list[str]) -> int:
         cli.fail("--rows applies to --interpolate only")
 
     jacobian = _JACOBIAN.value
-    if jacobian is not None and not (math.isfinite(jacobian) and 0 <= jacobian < 1):
-        cli.fail(f"--jacobian_truncation must be in [0, 1), got {jacobian}")
+    if jacobian is not None:
+        try:
+            jacobian_truncation.check_fraction(jacobian)
+        except ValueError as error:
+            cli.fail(f"--jacobian_truncation {error}")
     labels = _parse_labels()
     if labels is not None and (steps is not None or psi is not None):
         cli.fail("--label/--labels cannot be combined with --interpolate or --truncation yet")
