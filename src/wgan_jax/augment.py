@@ -40,9 +40,12 @@ import jax.numpy as jnp
 
 from wgan_jax.augment_policy import POLICIES, parse_policy
 
+__all__ = ["draw", "apply", "instance_noise_sigma", "Params"]
+
 TRANSLATION_RATIO = 0.125
 CUTOUT_RATIO = 0.5
 
+#: One batch's augmentation draws: policy name -> its random numbers (`draw`, `apply`).
 Params = dict[str, jax.Array]
 
 

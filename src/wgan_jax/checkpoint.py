@@ -11,6 +11,7 @@ Retention uses orbax preservation policies, *latest N or best 1*, never `best_fn
 after a newer one is committed, so the last good checkpoint always survives a crash.
 
 `Checkpointer` orchestrates save, restore, wait and close; the rooms it draws on:
+
 - `checkpoint_best`: the best-checkpoint record (`best.json`: read, write, rank, carry-over).
   Evaluation feeds it by passing its metrics to `Checkpointer.save(..., metrics=)`;
   `best_metric` is the key that ranks them, chosen once by the caller (the trainer hands over
@@ -58,6 +59,8 @@ from wgan_jax.checkpoint_agreement import (
 from wgan_jax.checkpoint_best import BestRecord, write_best_file
 from wgan_jax.checkpoint_content import all_finite, data_item, place, read_local
 from wgan_jax.errors import UserError
+
+__all__ = ["Checkpointer"]
 
 log = logging.getLogger("wgan_jax")
 
@@ -136,9 +139,11 @@ class Checkpointer:
     # ---- steps, save, restore ------------------------------------------------------------
 
     def all_steps(self) -> list[int]:
+        """The steps of the committed checkpoints, oldest first."""
         return sorted(self.manager.all_steps())
 
     def latest_step(self) -> int | None:
+        """The newest committed checkpoint's step, or None."""
         steps = self.all_steps()
         return steps[-1] if steps else None
 
@@ -299,6 +304,7 @@ class Checkpointer:
         self._write_pending_best()
 
     def close(self) -> None:
+        """Waits for a save in flight (unless read-only) and closes orbax's manager."""
         if not self.read_only:
             self.wait()
         self.manager.close()

@@ -23,13 +23,21 @@ import ml_collections
 from wgan_jax.augment_policy import parse_policy
 from wgan_jax.errors import ConfigError
 
+__all__ = ["get_config_schema", "validate_config", "check_schema", "apply_overrides", "data_shape",
+           "default_health_config", "CHOICES", "LOSSES", "PENALTIES", "MODEL_KINDS", "TOY_DATASETS",
+           "PRECISIONS"]
+
+#: The values of `config.loss`.
 LOSSES = ("wasserstein", "hinge", "logistic", "rpgan")
+#: The values of `config.penalty` ("clip" and "none" are no penalty term).
 PENALTIES = ("gp", "lp", "r1", "dragan", "r2", "r1r2", "clip", "none")
+#: The built-in networks, the values of `config.model.kind`.
 MODEL_KINDS = ("mlp", "dcgan", "resnet")
 # The toy mixtures with modes (their centres: `wgan_jax.data.toy.MIXTURES`, in this order).
 TOY_MIXTURES = ("8gaussians", "25gaussians", "ring8", "grid25")
+#: The 2-D toy datasets: `config.dataset = "toy:NAME"`.
 TOY_DATASETS = (*TOY_MIXTURES, "swissroll")
-# config.matmul_precision: the float32 matmul precision (`wgan_jax.precision`).
+#: config.matmul_precision: the float32 matmul precision (`wgan_jax.precision`).
 PRECISIONS = ("default", "high", "highest")
 # model.generator / model.critic: "package.module:attribute" (the attribute may be dotted).
 # Seeds: jax.random.PRNGKey keeps 32 bits without x64, so larger seeds would repeat smaller ones.
@@ -316,7 +324,7 @@ def _validate_numbers(config: ml_collections.ConfigDict) -> None:
             _fail(key, f"must be in [0, 1), got {config[key]!r}")
 
 
-# Keys with a fixed set of values, and those values.
+#: Keys with a fixed set of values, and those values.
 CHOICES = {
     "loss": LOSSES,
     "penalty": PENALTIES,

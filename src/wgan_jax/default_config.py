@@ -10,6 +10,8 @@ import ml_collections
 
 from wgan_jax.config import get_config_schema
 
+__all__ = ["get_config"]
+
 
 def get_config() -> ml_collections.ConfigDict:
     """The default run: the schema (`config.get_config_schema`) set for digits at 16 px."""

@@ -18,6 +18,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+__all__ = ["global_norm", "layer_norms", "update_ratios", "dead_fraction", "saturated_fraction",
+           "pairwise_diversity", "key_name"]
+
 _COLLECTIONS = ("params", "batch_stats", "intermediates")
 
 
@@ -105,7 +108,7 @@ def dead_fraction(activations: Any, axis_name: str | None = None) -> jax.Array:
 def saturated_fraction(
     tanh_out: jax.Array, threshold: float = 0.99, axis_name: str | None = None
 ) -> jax.Array:
-    """Fraction of tanh output values with |y| > threshold over the global batch.
+    """Fraction of tanh output values with `|y| > threshold` over the global batch.
 
     With `axis_name`, counts are summed over devices (`psum`), so the result is exact even when
     shards differ in size.

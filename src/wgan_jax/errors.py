@@ -1,5 +1,7 @@
 """Errors a user can act on: the CLI prints them as one line and exits with status 2."""
 
+__all__ = ["UserError", "ConfigError", "DataError", "NetworkError", "StoppedDuringSetup"]
+
 
 class UserError(Exception):
     """A problem with the user's input (config, data, workdir), reported in one line."""

@@ -20,7 +20,9 @@ from wgan_jax.config import TOY_MIXTURES
 from wgan_jax.errors import ConfigError
 from wgan_jax.metrics.ranking import choose_metric, lower_is_better
 
-FEATURES = ("auto", "digits", "inception", "none")  # the values of config.eval.features
+__all__ = ["eval_plan", "EvalPlan", "metric_names", "check_class_samples", "FEATURES"]
+
+FEATURES = ("auto", "digits", "inception", "none")  #: the values of config.eval.features
 FEATURE_METRICS = ("fid", "kid", "precision", "recall", "density", "coverage")
 TOY_METRICS = ("modes", "high_quality", "reverse_kl", "w1")
 DIGITS_DATASETS = ("digits", "stacked_digits")

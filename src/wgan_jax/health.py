@@ -23,7 +23,7 @@ Rules (their `Rule` class; metric names read; a missing metric simply skips its 
 * `discriminator_overpowering`: logistic/hinge/rpgan loss (`CriticOverpowering`): `critic_loss`
   below `overpower_critic_loss` while `generator_loss` climbs above `overpower_generator_rise`
   times its earlier median (or `d_fake` < `overpower_d_fake`); Wasserstein loss
-  (`WassersteinGrowth`): the running median of |`wasserstein_estimate`| above
+  (`WassersteinGrowth`): the running median of `|wasserstein_estimate|` above
   `wasserstein_growth` times its lowest level (tracked from the second window of rows on) and
   above `wasserstein_min`, and still rising.
 * `penalty_off_target` (`PenaltyOffTarget`): penalty "gp"/"lp" only:
@@ -66,6 +66,11 @@ import numpy as np
 from wgan_jax.config import default_health_config
 from wgan_jax.metrics.ranking import is_better, is_eval_score, lower_is_better
 from wgan_jax.records import event
+
+__all__ = ["HealthMonitor", "analyse", "default_rules", "format_event", "Rule", "Row", "NonFinite",
+           "GradientNorms", "CriticOverpowering", "WassersteinGrowth", "PenaltyOffTarget",
+           "ModeCollapse", "EvalRegression", "LossSpikes", "DeadOrSaturatedUnits",
+           "penalty_balance"]
 
 # Keys that are bookkeeping, not health signals.
 _IGNORED_KEYS = ("step", "time", "timestamp", "wall_time", "epoch", "steps_per_second")
@@ -160,6 +165,7 @@ class Rule:
         self.medians: dict[str, _Median] = {}
 
     def check(self, row: Row) -> list[dict]:
+        """The events that start at `row` (one per episode that fires there)."""
         raise NotImplementedError
 
     def fires(self, key: str, condition: bool, step: int, patience: int | None = None) -> bool:
@@ -314,7 +320,7 @@ class CriticOverpowering(Rule):
 
 
 class WassersteinGrowth(Rule):
-    """The Wasserstein loss: the running median of |`wasserstein_estimate`| far above its
+    """The Wasserstein loss: the running median of `|wasserstein_estimate|` far above its
     lowest level (tracked from the second window of rows on) and still rising."""
 
     def __init__(self, cfg: Mapping) -> None:
@@ -596,7 +602,7 @@ def _values(row: Mapping) -> dict[str, float]:
 
 
 class HealthMonitor:
-    """Feeds each metrics row to the health rules (`default_rules`, a list of `Rule`s each
+    """Feeds each metrics row to the health rules (`default_rules`, a list of `Rule` objects each
     owning its state); see the module docstring for the rules.
 
     `config` holds thresholds (missing keys take `default_health_config()` values); `loss`,
@@ -623,6 +629,7 @@ class HealthMonitor:
 
     @property
     def warmed_up(self) -> bool:
+        """Whether more rows than `config.health.warmup` have been seen."""
         return self.rows_seen > self.cfg["warmup"]
 
     def update(self, row: Mapping) -> list[dict]:

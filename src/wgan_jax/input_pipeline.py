@@ -40,6 +40,8 @@ from wgan_jax.data import images, sources, toy
 from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import DataError
 
+__all__ = ["create_input_pipeline", "DataIterator", "label_frequencies"]
+
 log = logging.getLogger("wgan_jax")
 
 _ENDLESS = sys.maxsize // 2**20  # iterations: more than any run, small enough to index
@@ -125,6 +127,7 @@ class DataIterator:
         )
 
     def get_state(self) -> dict[str, Any]:
+        """The position to continue from, with the batch shape it counts in (JSON)."""
         n_critic, batch = self._global_shape[:2]
         return {"position": self.position, "global_batch": batch, "n_critic": n_critic}
 

@@ -24,6 +24,9 @@ import numpy as np
 
 from wgan_jax.state import GAN, TrainState, apply_generator, gan_program
 
+__all__ = ["truncated_latents", "smoothest_latents", "jacobian_sq_norms", "num_candidates",
+           "check_fraction"]
+
 _BATCH_ELEMENTS = 1 << 22  # Jacobian entries per jitted call: bounds memory for image generators
 
 

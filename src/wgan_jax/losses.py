@@ -12,6 +12,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+__all__ = ["wasserstein_critic_loss", "wasserstein_generator_loss", "hinge_critic_loss",
+           "hinge_generator_loss", "logistic_critic_loss", "logistic_generator_loss",
+           "rpgan_critic_loss", "rpgan_generator_loss", "CRITIC_LOSSES", "GENERATOR_LOSSES",
+           "PAIRED_LOSSES"]
+
 
 def wasserstein_critic_loss(real_scores: jax.Array, fake_scores: jax.Array) -> jax.Array:
     """E[D(fake)] - E[D(real)]: the negative of the critic's Wasserstein estimate."""
@@ -43,11 +48,14 @@ def logistic_generator_loss(fake_logits: jax.Array) -> jax.Array:
     return jnp.mean(jax.nn.softplus(-fake_logits))
 
 
+#: `config.loss` name -> the critic's loss `fn(real_scores, fake_scores)`.
 CRITIC_LOSSES = {
     "wasserstein": wasserstein_critic_loss,
     "hinge": hinge_critic_loss,
     "logistic": logistic_critic_loss,
 }
+#: `config.loss` name -> the generator's loss `fn(fake_scores)` (`PAIRED_LOSSES`: also the
+#: real scores, `fn(fake_scores, real_scores)`).
 GENERATOR_LOSSES = {
     "wasserstein": wasserstein_generator_loss,
     "hinge": hinge_generator_loss,
@@ -68,6 +76,6 @@ def rpgan_generator_loss(fake_scores: jax.Array, real_scores: jax.Array) -> jax.
 
 CRITIC_LOSSES["rpgan"] = rpgan_critic_loss
 GENERATOR_LOSSES["rpgan"] = rpgan_generator_loss
-# Losses whose generator loss is `fn(fake_scores, real_scores)`: the step scores a real batch
-# in the generator's update too.
+#: Losses whose generator loss is `fn(fake_scores, real_scores)`: the step scores a real batch
+#: in the generator's update too.
 PAIRED_LOSSES = ("rpgan",)

@@ -40,6 +40,13 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
+__all__ = ["gp", "lp", "r1", "r2", "r1r2", "dragan", "draw", "Draws", "interpolate",
+           "interpolate_with", "input_gradients", "input_gradient_norms", "penalty_from_norms",
+           "safe_norm", "global_std", "dragan_points", "clip_weights", "ClipWeightsState",
+           "PENALTIES", "NOT_PENALTIES", "CriticFn", "PenaltyFn", "gradient_penalty", "r1_penalty",
+           "dragan_penalty"]
+
+#: A critic as a function: samples `[B, ...]` -> scores `[B]`.
 CriticFn = Callable[[jax.Array], jax.Array]
 
 
@@ -50,6 +57,8 @@ class Draws(NamedTuple):
     noise: jax.Array | None = None
 
 
+#: `penalty(critic_fn, real, fake, draws, *, target, axis_name) -> (value, norms)`: the one
+#: signature the step calls every penalty with (the module's docstring says what each means).
 PenaltyFn = Callable[..., tuple[jax.Array, jax.Array | None]]
 
 
@@ -253,7 +262,10 @@ def dragan(
     return penalty_from_norms(norms, target=target), norms
 
 
+#: Penalty name -> its `PenaltyFn` (`StepConfig.penalty`, `config.penalty`).
 PENALTIES: dict[str, PenaltyFn] = {"gp": gp, "lp": lp, "r1": r1, "dragan": dragan}
+#: Names of `config.penalty` that add no penalty term (weight clipping is an optimizer
+#: transform, `clip_weights`).
 NOT_PENALTIES = ("clip", "none")
 
 

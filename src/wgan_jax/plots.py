@@ -17,6 +17,8 @@ import numpy as np
 
 from wgan_jax import fs
 
+__all__ = ["save_image_grid", "save_scatter", "plot_metrics", "make_grid", "grid_rgb"]
+
 
 def _to_uint8(images: np.ndarray) -> np.ndarray:
     """[-1, 1] floats -> uint8 in [0, 255]; NaN becomes 0."""

@@ -27,6 +27,9 @@ import numpy as np
 
 from wgan_jax.metrics.ranking import lower_is_better
 
+__all__ = ["Schedule", "Due", "due_actions", "itstime", "DivergenceGuard", "EarlyStopping",
+           "make_early_stopping"]
+
 # Why a checkpoint is saved after an iteration (`Due.checkpoint`); "" when none is.
 PERIODIC, EVALUATION, STOP, EARLY_STOP, END = "periodic", "evaluation", "stop", "early_stop", "end"
 
@@ -140,6 +143,8 @@ class DivergenceGuard:
         self.losses: list[float] = []
 
     def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the guard (JSON): the learning-rate scale, the
+        rollbacks so far and the recent losses."""
         return {"lr_scale": self.lr_scale, "rollbacks": self.rollbacks,
                 "losses": list(self.losses)}
 
@@ -207,9 +212,11 @@ class EarlyStopping:
         return self.patience > 0 and self.bad_evaluations >= self.patience
 
     def get_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps (JSON): the best value and the bad evaluations since."""
         return {"best": self.best, "bad_evaluations": self.bad_evaluations}
 
     def set_state(self, state: dict[str, Any] | None) -> None:
+        """Continues from `get_state()`'s record (None: from the start)."""
         state = state or {}
         best = state.get("best")
         self.best = None if best is None else float(best)

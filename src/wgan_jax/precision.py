@@ -21,6 +21,8 @@ import jax
 
 from wgan_jax.config import PRECISIONS
 
+__all__ = ["scope", "within"]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

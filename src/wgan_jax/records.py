@@ -29,9 +29,13 @@ import numpy as np
 
 from wgan_jax import fs, plots
 
+__all__ = ["MetricWriter", "read_jsonl", "event", "json_safe", "METRICS_FILE", "EVENTS_FILE"]
+
 log = logging.getLogger("wgan_jax")
 
+#: The run's metrics rows, one JSON object per line, in the workdir.
 METRICS_FILE = "metrics.jsonl"
+#: The health rules' events (`records.event`), one JSON object per line, in the workdir.
 EVENTS_FILE = "events.jsonl"
 PLOTS_DIR = "plots"
 TENSORBOARD_PREFIX = "events.out.tfevents."
@@ -269,6 +273,8 @@ class MetricWriter:
         self._events.flush()
 
     def close(self) -> None:
+        """Closes the files and the TensorBoard writer (a full disk loses only unflushed
+        TensorBoard events)."""
         if not self.enabled:
             return
         for f in (self._metrics, self._events):

@@ -16,8 +16,11 @@ from wgan_jax import fs
 from wgan_jax.config import get_config_schema
 from wgan_jax.errors import UserError
 
+__all__ = ["load_config_json", "read_config_dict", "CONFIG_FILE"]
+
 log = logging.getLogger("wgan_jax")
 
+#: The run's config in its workdir, written by the trainer.
 CONFIG_FILE = "config.json"
 # config.json's list of the networks the trainer was given as objects, not by the config
 OBJECTS_KEY = "networks_passed_as_objects"

@@ -38,6 +38,11 @@ from wgan_jax.state import (
 )
 from wgan_jax.step import make_mesh
 
+__all__ = ["load_run", "Run", "build_gan", "build_networks", "generate_samples",
+           "generate_class_samples", "generate_from_latents", "write_samples",
+           "write_interpolation", "write_class_grid", "evaluate_run", "iter_samples",
+           "block_latents", "parse_checkpoint", "networks_passed_as_objects", "SAMPLE_BLOCK"]
+
 log = logging.getLogger("wgan_jax")
 
 
@@ -175,8 +180,8 @@ def load_run(workdir: str, checkpoint: str = "latest", *, generator: Any = None,
     return Run(config, gan, state, int(step))
 
 
-# `sample` draws latents and generates in blocks of this many samples: memory stays bounded
-# for any N, and the first N samples of a larger N are the same samples.
+#: `sample` draws latents and generates in blocks of this many samples: memory stays bounded
+#: for any N, and the first N samples of a larger N are the same samples.
 SAMPLE_BLOCK = 1000
 # `sample --out FILE.png`: at most this many samples in one picture.
 PNG_MAX_IMAGES = 4096  # an image grid (64 x 64 tiles)

@@ -37,8 +37,12 @@ from wgan_jax import jacobian_truncation as jacobian_truncation_lib
 from wgan_jax.errors import UserError
 from wgan_jax.state import GAN, TrainState, apply_generator, gan_program
 
+__all__ = ["jitted_generator", "generate_from_latents", "draw_samples", "truncated_normal_latents",
+           "slerp", "interpolation_latents", "save_interpolation_png", "save_interpolation_gif",
+           "GENERATOR_BATCH"]
+
 _PARALLEL = 1e-6  # sin(angle) below this: the endpoints are (anti)parallel, interpolate linearly
-GENERATOR_BATCH = 1000  # latents per call of the jitted generator in `generate_from_latents`
+GENERATOR_BATCH = 1000  #: latents per call of the jitted generator in `generate_from_latents`
 
 Generator = Callable[[TrainState, jax.Array, "jax.Array | None"], jax.Array]
 

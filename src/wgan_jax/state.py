@@ -23,6 +23,10 @@ from wgan_jax.models.checks import as_checked_model, check_gan
 from wgan_jax.models.contract import Model, nnx_filters
 from wgan_jax.penalties import clip_weights
 
+__all__ = ["TrainState", "GAN", "create_train_state", "update_modules", "trained_modules",
+           "apply_generator", "OptimizerConfig", "make_optimizers", "skip_nonfinite", "gan_program",
+           "PyTree"]
+
 PyTree = Any
 
 

@@ -52,11 +52,17 @@ from wgan_jax import augment, diagnostics, losses, penalties, precision
 from wgan_jax.errors import ConfigError
 from wgan_jax.state import GAN, TrainState
 
+__all__ = ["StepConfig", "make_train_step", "make_mesh", "place_state", "place_batches",
+           "network_key", "ema_warmup_decay", "AXIS", "DIAGNOSTICS_LEVELS", "Metrics"]
+
+#: The mesh axis the batch is split along (`StepConfig.axis_name`, `make_mesh`).
 AXIS = "data"
+#: The values of `StepConfig.diagnostics` (`config.diagnostics`).
 DIAGNOSTICS_LEVELS = ("off", "basic", "full")
 NETWORK_STREAM = 0x6E6574  # fold_in tag of the networks' own random numbers ("net")
 INPUT_STREAM = 0x617567  # fold_in tag of DiffAugment's and instance noise's numbers ("aug")
 LABEL_STREAM = 0x6C6162  # fold_in tag of the fake examples' class labels ("lab")
+#: One iteration's metrics row: name -> scalar array.
 Metrics = dict[str, jax.Array]
 
 

@@ -59,6 +59,8 @@ from wgan_jax.state import (
 from wgan_jax.step import StepConfig, make_mesh, make_train_step, place_state
 from wgan_jax.workdir_lock import lock_workdir
 
+__all__ = ["train_and_evaluate"]
+
 log = logging.getLogger("wgan_jax")
 
 # Keys a checkpoint's data item must hold to resume from it (else it is a corrupt checkpoint).

@@ -18,6 +18,9 @@ import numpy as np
 
 from wgan_jax.data.images import ArraySource
 
+__all__ = ["digits_images", "digits_source", "stacked_digits_source", "StackedDigitsSource",
+           "stacked_digits_classes"]
+
 STACKED_SIZE = 50_000
 STACKED_SEED = 20170531  # fixed: the dataset is the same for every training seed
 _DIGIT_MAX = 16.0  # sklearn digits are integers 0..16

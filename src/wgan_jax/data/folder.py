@@ -27,8 +27,11 @@ from PIL import Image
 from wgan_jax.data.images import MappedSource, prepare_image
 from wgan_jax.errors import ConfigError, DataError
 
+__all__ = ["folder_source", "list_images", "class_names", "IMAGE_SUFFIXES"]
+
 log = logging.getLogger("wgan_jax")
 
+#: The files a folder dataset reads (case-insensitive).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 FORMAT_VERSION = 1
 RECORDS = "images.array_record"

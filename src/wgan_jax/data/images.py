@@ -16,6 +16,9 @@ from PIL import Image
 
 from wgan_jax.errors import DataError
 
+__all__ = ["ImageSource", "ArraySource", "MappedSource", "SubsetSource", "to_float",
+           "prepare_image", "prepare_array"]
+
 _MODE_OF_CHANNELS = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
 _HIGH_DEPTH_MODES = ("I", "F", "I;16", "I;16B", "I;16L", "I;16N")
 

@@ -20,6 +20,9 @@ from wgan_jax.data.images import ImageSource
 from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import ConfigError, DataError
 
+__all__ = ["make_image_source", "num_classes", "data_num_classes", "check_num_classes",
+           "class_labels"]
+
 
 def make_image_source(spec: DataSpec) -> ImageSource:
     """The uint8 source `spec.dataset` names, at `spec.image_size` / `num_channels`.

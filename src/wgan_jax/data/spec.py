@@ -13,6 +13,8 @@ import os
 
 import ml_collections
 
+__all__ = ["DataSpec", "default_data_dir", "resolve_data_dir"]
+
 
 def default_data_dir() -> str:
     """Where prepared datasets and small cached weights live unless `config.data_dir` says."""

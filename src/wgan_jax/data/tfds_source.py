@@ -20,6 +20,8 @@ import numpy as np
 from wgan_jax.data.images import MappedSource, prepare_array
 from wgan_jax.errors import ConfigError, DataError
 
+__all__ = ["tfds_image_source", "tfds_num_classes"]
+
 
 def _image_key(features: Any, what: str) -> str:
     import tensorflow_datasets as tfds

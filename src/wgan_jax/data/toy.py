@@ -11,6 +11,8 @@ import functools
 
 import numpy as np
 
+__all__ = ["toy_batch", "toy_samples", "MIXTURES"]
+
 SQRT2 = 1.414  # the reference code divides by these rounded constants
 TWO_SQRT2 = 2.828
 
@@ -40,7 +42,7 @@ def grid25_centres() -> np.ndarray:
     return np.array([(x, y) for x in (-4, -2, 0, 2, 4) for y in (-4, -2, 0, 2, 4)], np.float64)
 
 
-# name -> (centres, per-coordinate std in data space); swissroll has no modes.
+#: name -> (centres, per-coordinate std in data space); swissroll has no modes.
 MIXTURES = {
     "8gaussians": (eight_gaussians_centres, 0.02 / SQRT2),
     "25gaussians": (twenty_five_gaussians_centres, 0.05 / TWO_SQRT2),

@@ -11,9 +11,11 @@ from typing import Protocol
 
 import numpy as np
 
-ReferenceFn = Callable[[int, int], np.ndarray]  # (n, seed) -> n real examples
-LabelsFn = Callable[[int, int], "np.ndarray | None"]  # the labels of ReferenceFn's examples
-FeatureFn = Callable[[np.ndarray], np.ndarray]  # images [N, H, W, C] in [-1, 1] -> [N, D]
+__all__ = ["Samples", "FeatureSpaceLike", "ReferenceFn", "LabelsFn", "FeatureFn"]
+
+ReferenceFn = Callable[[int, int], np.ndarray]  #: (n, seed) -> n real examples
+LabelsFn = Callable[[int, int], "np.ndarray | None"]  #: the labels of ReferenceFn's examples
+FeatureFn = Callable[[np.ndarray], np.ndarray]  #: images [N, H, W, C] in [-1, 1] -> [N, D]
 
 
 class Samples:
@@ -32,12 +34,14 @@ class Samples:
 
     @property
     def points(self) -> np.ndarray:
+        """The samples as float64 (toy metrics), converted once."""
         if self._points is None:
             self._points = self.raw.astype(np.float64)
         return self._points
 
     @property
     def images(self) -> np.ndarray:
+        """The samples as float32 clipped to [-1, 1] (feature metrics), converted once."""
         if self._images is None:
             self._images = np.clip(self.raw.astype(np.float32), -1.0, 1.0)
         return self._images

@@ -36,6 +36,8 @@ from wgan_jax.evaluators.stacked import StackedDigitsEvaluator
 from wgan_jax.evaluators.toy import ModeEvaluator, W1Evaluator
 from wgan_jax.metrics.digits_classifier import DigitClassifier
 
+__all__ = ["EvalSpec", "make_evaluator", "from_plan"]
+
 log = logging.getLogger("wgan_jax")
 
 

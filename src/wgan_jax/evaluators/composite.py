@@ -14,6 +14,9 @@ from wgan_jax.evaluators.base import Samples
 from wgan_jax.metrics.conditional import draw_class_labels
 from wgan_jax.metrics.ranking import choose_metric, lower_is_better
 
+__all__ = ["Evaluator", "Part"]
+
+#: One evaluator of the composite: samples -> `{"eval/...": value}`.
 Part = Callable[[Samples], dict[str, float]]
 
 
@@ -34,18 +37,22 @@ class Evaluator:
 
     @property
     def kind(self) -> str:
+        """The plan's kind of evaluation (`EvalPlan.kind`)."""
         return self.plan.kind
 
     @property
     def metric(self) -> str:
+        """The metric that ranks evaluations (`EvalPlan.metric`)."""
         return self.plan.metric
 
     @property
     def description(self) -> str:
+        """The plan in words, for the run's log (`EvalPlan.description`)."""
         return self.plan.description
 
     @property
     def class_metrics(self) -> bool:
+        """Whether the plan has class-conditional metrics (`EvalPlan.class_metrics`)."""
         return self.plan.class_metrics
 
     @property

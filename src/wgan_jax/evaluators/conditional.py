@@ -21,6 +21,8 @@ from wgan_jax.evaluators.spaces import digit_ink
 from wgan_jax.metrics.conditional import label_accuracy, per_class_fid
 from wgan_jax.metrics.digits_classifier import DigitClassifier, train_test_split_indices
 
+__all__ = ["ClassEvaluator", "StackedLabelEvaluator", "heldout_label_accuracy"]
+
 
 class ClassEvaluator:
     """Label accuracy and per-class FID of samples of the classes with a frequency > 0, on the

@@ -16,7 +16,9 @@ from wgan_jax.eval_plan import FEATURE_METRICS
 from wgan_jax.evaluators.base import FeatureFn, LabelsFn, ReferenceFn, Samples
 from wgan_jax.metrics import compare_features, inception_score
 
-FEATURE_CAP = 10_000  # samples in the feature metrics (PRDC is O(n^2) in memory traffic)
+__all__ = ["FeatureSpace", "FeatureEvaluator", "InceptionEvaluator", "FEATURE_CAP"]
+
+FEATURE_CAP = 10_000  #: samples in the feature metrics (PRDC is O(n^2) in memory traffic)
 
 
 class FeatureSpace:
@@ -38,9 +40,11 @@ class FeatureSpace:
 
     @property
     def has_labels(self) -> bool:
+        """Whether the reference examples come with class labels."""
         return self._labels_fn is not None
 
     def reference(self) -> np.ndarray:
+        """The real examples' features, computed on first use."""
         if self._reference is None:
             real = np.asarray(self._reference_fn(self.num_reference, self.seed), np.float32)
             # Small datasets (digits: 1797 images) are sampled with replacement; duplicates
@@ -51,6 +55,7 @@ class FeatureSpace:
         return self._reference
 
     def reference_labels(self) -> np.ndarray:
+        """The real examples' class labels, in `reference()`'s order."""
         if self._labels is None:
             self.reference()
             labels = None if self._labels_fn is None else self._labels_fn(self.num_reference,

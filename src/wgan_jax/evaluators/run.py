@@ -12,6 +12,8 @@ from wgan_jax.evaluators.composite import Evaluator
 from wgan_jax.input_pipeline import DataIterator, create_input_pipeline
 from wgan_jax.step import make_mesh
 
+__all__ = ["evaluate_state", "evaluator_for_data"]
+
 
 def evaluator_for_data(
     spec: EvalSpec, data: DataIterator | None = None, seed: int = 0

@@ -1,5 +1,5 @@
 """The feature functions images are compared with: the digit classifier's hidden features and
-Inception pool3 features (the `FeatureSpace`s "digits" and "inception").
+Inception pool3 features (the feature spaces "digits" and "inception", `FeatureSpace`).
 
 Digit images are read on the channel that carries the digit (`digit_ink`); stacked digits on
 each channel, their features concatenated. Inception reads the RGB channels (an alpha channel
@@ -16,6 +16,8 @@ from wgan_jax.errors import UserError
 from wgan_jax.evaluators.base import FeatureFn
 from wgan_jax.metrics.digits_classifier import DigitClassifier
 from wgan_jax.metrics.inception import InceptionExtractor
+
+__all__ = ["digit_features", "digit_ink", "inception_features", "load_inception"]
 
 
 def digit_ink(images: np.ndarray) -> np.ndarray:

@@ -11,6 +11,8 @@ from typing import Any
 from wgan_jax.evaluators.base import Samples
 from wgan_jax.metrics import stacked_mode_metrics
 
+__all__ = ["StackedDigitsEvaluator"]
+
 
 class StackedDigitsEvaluator:
     """`eval/modes` (of 1000) and `eval/kl` of the per-channel digits `classifier` reads."""

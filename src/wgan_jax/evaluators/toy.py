@@ -12,7 +12,9 @@ import numpy as np
 from wgan_jax.evaluators.base import ReferenceFn, Samples
 from wgan_jax.metrics import toy_mixture, toy_mode_metrics, wasserstein1_exact
 
-W1_CAP = 2500  # samples in the exact W1 (Hungarian assignment, O(n^3))
+__all__ = ["ModeEvaluator", "W1Evaluator", "W1_CAP"]
+
+W1_CAP = 2500  #: samples in the exact W1 (Hungarian assignment, O(n^3))
 
 
 class ModeEvaluator:
@@ -35,6 +37,7 @@ class W1Evaluator:
         self._reference: dict[int, np.ndarray] = {}
 
     def reference(self, n: int) -> np.ndarray:
+        """`n` real examples (float64), drawn once per `n`."""
         if n not in self._reference:
             self._reference[n] = np.asarray(self._reference_fn(n, self.seed), np.float64)
         return self._reference[n]

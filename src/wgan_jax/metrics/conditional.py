@@ -12,6 +12,8 @@ import numpy as np
 
 from wgan_jax.metrics.fid import fid_from_features
 
+__all__ = ["label_accuracy", "per_class_fid", "class_counts", "draw_class_labels"]
+
 
 def class_counts(frequencies: Sequence[float], n: int) -> np.ndarray:
     """How many of `n` samples each class gets: `n * frequency` rounded by largest remainder,

@@ -17,6 +17,8 @@ import numpy as np
 
 from wgan_jax import fs
 
+__all__ = ["DigitClassifier", "load_digits_scaled", "to_8x8", "train_test_split_indices"]
+
 CACHE_NAME = "digits_classifier_v1.npz"
 NUM_TRAIN = 1500
 SPLIT_SEED = 0

@@ -8,6 +8,8 @@ from wgan_jax.metrics.fid import fid_from_features
 from wgan_jax.metrics.kid import kid_from_features
 from wgan_jax.metrics.prdc import compute_prdc
 
+__all__ = ["compare_features"]
+
 
 def compare_features(
     real: np.ndarray,

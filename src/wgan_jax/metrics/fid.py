@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+__all__ = ["feature_stats", "fid_from_stats", "fid_from_features"]
+
 
 def feature_stats(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and covariance (``np.cov(rowvar=False)``) of ``[N, D]`` features, in float64."""

@@ -23,8 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+__all__ = ["InceptionExtractor", "FIDInceptionV3", "convert_pytorch_fid_weights",
+           "export_state_dict_npz", "resize_bilinear", "INPUT_SIZE", "FEATURE_DIM"]
+
+#: The network's input size (images are resized to 299 x 299).
 INPUT_SIZE = 299
 NUM_CLASSES = 1008
+#: The pool3 features' size (FID's features).
 FEATURE_DIM = 2048
 _BN_EPS = 1e-3
 

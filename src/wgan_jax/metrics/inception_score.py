@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["inception_score"]
+
 
 def inception_score(probs: np.ndarray, splits: int = 10) -> tuple[float, float]:
     """exp(E_x KL(p(y|x) || p(y))) computed on ``splits`` consecutive chunks; (mean, std).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["kid_from_features", "mmd2_unbiased"]
+
 
 def _polynomial_kernel(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """k(x, y) = (x.y / d + 1)^3 with d the feature dimension."""

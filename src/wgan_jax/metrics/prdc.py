@@ -14,6 +14,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+__all__ = ["compute_prdc", "precision_recall", "density_coverage"]
+
 CHUNK_ELEMENTS = 1 << 22
 
 

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+__all__ = ["lower_is_better", "is_better", "choose_metric", "split_name", "normalise",
+           "is_eval_score", "HIGHER_IS_BETTER", "PREFERENCE"]
+
 FEATURE_SPACES = ("inception", "digits")  # also the order among equal NAMEs, best first
 
-# Counts, fractions and scores; every other metric (fid, kid, w1, reverse_kl, kl, ...) is a
-# distance or divergence, so lower is better.
+#: Counts, fractions and scores; every other metric (fid, kid, w1, reverse_kl, kl, ...) is a
+#: distance or divergence, so lower is better.
 HIGHER_IS_BETTER = (
     "modes", "is", "inception_score", "precision", "recall", "density", "coverage",
     "high_quality", "hq", "accuracy", "label_accuracy",
 )
 
-# The metric that picks the best checkpoint when `config.eval.metric` is "": the first of these
-# NAMEs an evaluation reports, then any other score in alphabetical order.
+#: The metric that picks the best checkpoint when `config.eval.metric` is "": the first of these
+#: NAMEs an evaluation reports, then any other score in alphabetical order.
 PREFERENCE = ("fid", "kid", "w1", "reverse_kl", "modes", "is")
 
 

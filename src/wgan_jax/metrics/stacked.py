@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["stacked_mode_metrics"]
+
 
 def stacked_mode_metrics(labels: np.ndarray, num_classes: int = 10) -> dict[str, float | int]:
     """Modes covered and KL(q || uniform) of the joint per-channel label histogram.

@@ -8,6 +8,9 @@ import numpy as np
 
 from wgan_jax.data.toy import MIXTURES
 
+__all__ = ["toy_mixture", "toy_mode_metrics", "TOY_MIXTURES"]
+
+#: The toy datasets with modes (`wgan_jax.data.toy.MIXTURES`).
 TOY_MIXTURES = tuple(MIXTURES)
 
 

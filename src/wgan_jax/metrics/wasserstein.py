@@ -6,6 +6,8 @@ import numpy as np
 import scipy.optimize
 import scipy.spatial.distance
 
+__all__ = ["wasserstein1_exact"]
+
 
 def wasserstein1_exact(x: np.ndarray, y: np.ndarray) -> float:
     """Mean Euclidean distance of the optimal one-to-one matching of ``x`` [n, d] and ``y`` [n, d].

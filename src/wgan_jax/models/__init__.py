@@ -26,6 +26,8 @@ from wgan_jax.models.dcgan import DCGANCritic, DCGANGenerator
 from wgan_jax.models.mlp import MLPCritic, MLPGenerator
 from wgan_jax.models.resnet import ResNetCritic, ResNetGenerator
 
+__all__ = ["build_models", "call_factory", "build_builtin_models"]
+
 
 def build_models(config: ml_collections.ConfigDict) -> tuple[Any, Any]:
     """(generator, critic) of `config`: each from its factory when `model.generator` /

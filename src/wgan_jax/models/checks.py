@@ -40,6 +40,8 @@ from wgan_jax.data.spec import DataSpec
 from wgan_jax.errors import NetworkError
 from wgan_jax.models.contract import Model, as_model
 
+__all__ = ["check_gan", "check_networks", "check_run_networks", "as_checked_model"]
+
 PROBE_BATCH = 4
 
 

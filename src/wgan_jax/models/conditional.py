@@ -14,12 +14,17 @@ Conditional networks take `x = (inputs, labels)`, labels int `[B]` in `[0, num_c
 
 from __future__ import annotations
 
+from typing import Any
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+__all__ = ["ConditionalBatchNorm", "generator_batch_norm", "latent_with_label", "projection_score",
+           "split_inputs"]
 
-def split_inputs(x, num_classes: int) -> tuple[jax.Array, jax.Array | None]:
+
+def split_inputs(x: Any, num_classes: int) -> tuple[jax.Array, jax.Array | None]:
     """`(inputs, labels)` of a conditional network's input, `(x, None)` of an unconditional's."""
     if not num_classes:
         return x, None

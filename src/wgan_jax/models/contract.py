@@ -66,8 +66,12 @@ from flax import nnx, traverse_util
 
 from wgan_jax.diagnostics import key_name
 
+__all__ = ["Model", "as_model", "nnx_filters", "InitFn", "ApplyFn"]
+
 PyTree = Any
+#: `init(rng, example) -> (params, state)`.
 InitFn = Callable[[jax.Array, jax.Array], tuple[PyTree, PyTree]]
+#: `apply(params, state, x, *, train, rng) -> (out, new_state)`.
 ApplyFn = Callable[..., tuple[jax.Array, PyTree]]
 CaptureFn = Callable[..., tuple[jax.Array, PyTree, dict[str, jax.Array]]]
 
@@ -180,8 +184,8 @@ def _from_linen(module: Any, rng_streams: tuple[str, ...]) -> Model:
 
 
 def nnx_filters() -> tuple[Any, Any]:
-    """(params, state) filters of an NNX module: its `nnx.Param`s, and every other variable
-    except RNG streams and `nnx.Intermediate`s (BatchNorm statistics, ...)."""
+    """(params, state) filters of an NNX module: its `nnx.Param` variables, and every other
+    variable except RNG streams and `nnx.Intermediate` ones (BatchNorm statistics, ...)."""
     return nnx.Param, nnx.Not(nnx.Any(nnx.Param, nnx.RngState, nnx.Intermediate))
 
 

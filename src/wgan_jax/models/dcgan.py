@@ -28,6 +28,8 @@ from wgan_jax.models.conditional import (
 from wgan_jax.models.layers import DownConv, UpConv
 from wgan_jax.models.spectral import critic_layer
 
+__all__ = ["DCGANGenerator", "DCGANCritic"]
+
 _PROB_EPS = 1e-7  # a sigmoid output saturates like PyTorch's Sigmoid + BCELoss would
 
 

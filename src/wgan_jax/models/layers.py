@@ -63,6 +63,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+__all__ = ["SameConv", "DownConv", "UpConv", "same_conv", "down_conv", "up_conv", "resolve_impl",
+           "auto_impl", "IMPLS"]
+
+#: The convolution implementations (`config.model.conv_impl`; the module docstring says
+#: what each computes).
 IMPLS = ("xla", "s2d", "matmul", "auto")
 _DIMS = ("NHWC", "HWIO", "NHWC")
 Initializer = Callable[..., jax.Array]

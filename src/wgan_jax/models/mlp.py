@@ -15,12 +15,14 @@ import jax.numpy as jnp
 from wgan_jax.models.conditional import latent_with_label, projection_score, split_inputs
 from wgan_jax.models.spectral import critic_layer
 
+__all__ = ["MLPGenerator", "MLPCritic"]
+
 
 class MLPGenerator(nn.Module):
     """z -> `depth` ReLU Dense layers of `width` -> Dense(out_dim); optional BatchNorm.
 
     With `out_shape` (e.g. an image's (H, W, C)) the output is tanh'ed into [-1, 1] and
-    reshaped to [B, *out_shape]; without it, it is linear `[B, out_dim]` (toy data).
+    reshaped to `[B, *out_shape]`; without it, it is linear `[B, out_dim]` (toy data).
     """
 
     out_dim: int = 2

@@ -36,6 +36,8 @@ from wgan_jax.models.conditional import (
 from wgan_jax.models.layers import SameConv
 from wgan_jax.models.spectral import CRITIC_NORMS, critic_layer
 
+__all__ = ["ResNetGenerator", "ResNetCritic"]
+
 
 def _doublings(size_from: int, size_to: int) -> int:
     n = int(round(math.log2(size_to / size_from)))

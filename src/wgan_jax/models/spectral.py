@@ -30,8 +30,11 @@ import flax.linen as nn
 import jax
 from jax import lax
 
+__all__ = ["critic_layer", "CRITIC_NORMS", "SPECTRAL_COLLECTION"]
+
+#: The variable collection that holds spectral normalisation's power-iteration vectors.
 SPECTRAL_COLLECTION = "spectral_norm"
-CRITIC_NORMS = ("none", "layer", "spectral")  # what every critic accepts (dcgan also "batch")
+CRITIC_NORMS = ("none", "layer", "spectral")  #: what every critic accepts (dcgan also "batch")
 
 
 def critic_layer(
