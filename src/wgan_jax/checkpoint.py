@@ -65,6 +65,28 @@ __all__ = ["Checkpointer"]
 log = logging.getLogger("wgan_jax")
 
 
+def _not_a_read_only_note(record: logging.LogRecord) -> bool:
+    """False for orbax's notes that a manager opened read-only is read-only."""
+    return not ("orbax" in record.pathname and "read only" in record.getMessage().replace("_", " "))
+
+
+@contextlib.contextmanager
+def _read_only_notes_quiet(read_only: bool) -> Iterator[None]:
+    """Orbax logs two warnings (through absl) whenever a checkpoint directory is opened
+    read-only, which is what `load_run`, `sample` and `evaluate` ask for: a filter on the absl
+    logger drops just those while the manager is made, and is removed after (the caller's
+    logging configuration is left as it was)."""
+    if not read_only:
+        yield
+        return
+    logger = logging.getLogger("absl")
+    logger.addFilter(_not_a_read_only_note)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_not_a_read_only_note)
+
+
 class Checkpointer:
     """Saves and restores `(state, data_state)` under `WORKDIR/checkpoints/`.
 
@@ -91,10 +113,11 @@ class Checkpointer:
         self._in_flight: int | None = None  # the step whose asynchronous save may be running
         self.skipped: list[tuple[int, str]] = []  # unreadable checkpoints met by restore()
         self._best = BestRecord(fs.join(self.directory, "best.json"), best_metric)
-        options = self._options(keep, read_only)
         if not read_only:
             create_directory(self.directory)
-        self.manager = ocp.CheckpointManager(self.directory, options=options)
+        with _read_only_notes_quiet(read_only):
+            self.manager = ocp.CheckpointManager(self.directory,
+                                                 options=self._options(keep, read_only))
 
     def _options(self, keep: int, read_only: bool) -> ocp.CheckpointManagerOptions:
         """Orbax's options: keep the newest `keep` or the best (none of that when read-only)."""

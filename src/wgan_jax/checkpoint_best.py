@@ -51,10 +51,11 @@ def carry_over(best_metric: str, recorded: dict[str, Any] | None) -> tuple[str, 
         best_metric = metric
     renamed = (metric != best_metric and bool(metric)
                and ranking.choose_metric([best_metric], metric) == best_metric)
+    value = float(recorded["value"]) if recorded and metric else None
     if renamed:
-        return metric, float(recorded["value"]), best_metric
+        return metric, value, best_metric
     same = bool(metric) and metric == best_metric
-    return best_metric, float(recorded["value"]) if same else None, ""
+    return best_metric, value if same else None, ""
 
 
 def score(best_metric: str, metrics: Any) -> float:
@@ -127,7 +128,7 @@ class BestRecord:
                 continue
             if not isinstance(value, int | float) or not math.isfinite(value):
                 continue
-            better = best is None or ranking.is_better(metric, value, best["value"])
+            better = best is None or ranking.is_better(metric, value, float(best["value"]))
             if better:
                 best = {"step": step, "metric": metric, "value": float(value)}
         return best

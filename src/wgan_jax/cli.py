@@ -10,6 +10,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
+from typing import NoReturn
 
 from absl import flags
 
@@ -19,7 +20,7 @@ from wgan_jax.errors import UserError
 EXIT_USAGE = 2
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Prints `error: message` on stderr and exits with status 2 (no traceback)."""
     sys.stderr.write(f"error: {message}\n")
     sys.stderr.flush()
@@ -29,7 +30,7 @@ def fail(message: str) -> None:
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the faces' convention: a bad flag is one `error:` line, exit status 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         fail(message)
 
 
@@ -86,6 +87,9 @@ def setup_logging(is_main: bool) -> None:
     absl_logger = logging.getLogger("absl")
     absl_logger.setLevel(logging.WARNING)
     logging.getLogger("jax").setLevel(logging.WARNING)
+    # absl's app.run shows every library's INFO records; matplotlib's first use on a machine
+    # logs "generated new fontManager" there (its font cache). Its warnings still show.
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     if not _verbose():
         _quiet_orbax(absl_logger)
 
@@ -120,7 +124,7 @@ def _quiet_orbax(absl_logger: logging.Logger) -> None:
     if not getattr(threading.excepthook, "quiet_orbax", False):
         previous_thread_hook = threading.excepthook
 
-        def thread_excepthook(args) -> None:
+        def thread_excepthook(args: threading.ExceptHookArgs) -> None:
             # A writer thread that meets a full disk (TensorBoard's, orbax's): one line; the
             # main thread reports the failure itself.
             if isinstance(args.exc_value, OSError):
@@ -135,7 +139,7 @@ def _quiet_orbax(absl_logger: logging.Logger) -> None:
     if not getattr(sys.unraisablehook, "quiet_orbax", False):
         previous = sys.unraisablehook
 
-        def unraisablehook(unraisable) -> None:
+        def unraisablehook(unraisable: sys.UnraisableHookArgs) -> None:
             # Tensorstore's callbacks of a failed save's writes, after orbax closed its loop.
             value = unraisable.exc_value
             if isinstance(value, RuntimeError) and str(value) == "Event loop is closed":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from typing import NoReturn
 
 import ml_collections
 
@@ -226,7 +227,7 @@ def unknown_override(argv: list[str]) -> str | None:
     return None
 
 
-def _fail(key: str, problem: str) -> None:
+def _fail(key: str, problem: str) -> NoReturn:
     raise ConfigError(f"config.{key}: {problem}")
 
 

@@ -20,7 +20,7 @@ import json
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from wgan_jax import cli, fs, health, run_config
 from wgan_jax.errors import UserError
@@ -111,14 +111,20 @@ def _best_eval(rows: Sequence[Mapping], config: Mapping, checkpoints: list[int])
     return result
 
 
-def _finite(v: Any) -> bool:
+def _sort_step(v: Any) -> float:
+    """A step to sort by; -1 (first) when it is missing or not a number."""
+    return float(v) if _finite(v) else -1.0
+
+
+def _finite(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _tailored_advice(rule: str, evidence: Mapping, config: Mapping) -> list[str]:
     """Advice that names this run's own config values."""
     advice = []
-    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    raw_model = config.get("model")
+    model: Mapping[str, Any] = raw_model if isinstance(raw_model, dict) else {}
     critic_norm = model.get("critic_norm")
     loss, penalty = config.get("loss"), config.get("penalty")
     critic_lr, generator_lr = config.get("critic_lr"), config.get("generator_lr")
@@ -197,9 +203,10 @@ def diagnose(workdir: str) -> dict:
                      f"{2 * monitor.cfg['window']} (log more often with a smaller log_every)")
     problems = [_problem(rule, events, config, best, rule in ongoing)
                 for rule, events in problems_by_rule.items()]
-    problems.sort(key=lambda p: (p["first_step"] if _finite(p["first_step"]) else -1))
+    problems.sort(key=lambda p: _sort_step(p["first_step"]))
     shown = ("critic_loss", "generator_loss", "wasserstein_estimate", "gradient_penalty")
-    last_train = next((r for r in reversed(rows) if any(k in r for k in shown)), {})
+    last_train: Mapping[str, Any] = next(
+        (r for r in reversed(rows) if any(k in r for k in shown)), {})
     last = {k: last_train[k] for k in shown if k in last_train}
     return {
         "workdir": fs.abspath(workdir),
@@ -239,7 +246,9 @@ def _sort_events(
     resumes, unreadable checkpoints, ...).
     """
     recorded = [e for e in file_events if e.get("rule") not in TITLES]
-    seen, problems_by_rule, info = set(), {}, []
+    seen: set[tuple[str, Any]] = set()
+    problems_by_rule: dict[str, list[dict]] = {}
+    info: list[dict] = []
     for event in recorded + replayed:
         rule = str(event.get("rule", "unknown"))
         key = (rule, event.get("step"))
@@ -257,11 +266,12 @@ def _problem(rule: str, events: list[dict], config: Mapping[str, Any], best: dic
              ongoing: bool) -> dict:
     """One problem of the report: a rule's first and latest episode, with advice (a rollback
     to the best checkpoint when one came before the problem)."""
-    events.sort(key=lambda e: e.get("step") if _finite(e.get("step")) else -1)
+    events.sort(key=lambda e: _sort_step(e.get("step")))
     first, latest = events[0], events[-1]
     advice = [str(first.get("advice", "")).strip()] if first.get("advice") else []
     advice += _tailored_advice(rule, first.get("evidence") or {}, config)
-    rollback = best and best.get("checkpoint") is not None and _finite(first.get("step"))
+    best = best or {}
+    rollback = best.get("checkpoint") is not None and _finite(first.get("step"))
     if rule == "eval_regression":
         rollback = rollback and best["checkpoint"] != (first.get("evidence") or {}).get(
             "best_step")

@@ -12,7 +12,7 @@ and without the leaf name, e.g. `{"params": {"Dense_0": {"kernel", "bias"}}}` wi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -45,7 +45,7 @@ def _layer_groups(tree: Any) -> dict[str, list[jax.Array]]:
 
 
 def _sum_squares(leaves: list[jax.Array]) -> jax.Array:
-    return sum(jnp.sum(jnp.square(jnp.asarray(x, jnp.float32))) for x in leaves)
+    return cast(jax.Array, sum(jnp.sum(jnp.square(jnp.asarray(x, jnp.float32))) for x in leaves))
 
 
 def _join(prefix: str, layer: str) -> str:

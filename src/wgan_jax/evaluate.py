@@ -10,7 +10,7 @@ generator is used when the run kept one. Bad input exits with status 2 and one `
 from __future__ import annotations
 
 import json
-import sys
+from typing import cast
 
 from absl import app, flags
 
@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     cli.setup_logging(True)
 
     def body() -> int:
-        report = runs.evaluate_run(_WORKDIR.value, which, _NUM.value, _SEED.value)
+        report = runs.evaluate_run(cast(str, _WORKDIR.value), which, _NUM.value, _SEED.value)
         if _JSON.value:
             print(json.dumps(report, sort_keys=True))
         else:
@@ -73,4 +73,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    run()

@@ -21,7 +21,8 @@ import posixpath
 import re
 import shutil
 import uuid
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 from wgan_jax.errors import UserError
 
@@ -120,7 +121,7 @@ def check_free_space(path: str, needed: int, what: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_writer(path: str):
+def atomic_writer(path: str) -> Iterator[BinaryIO]:
     """A binary file to stream into that replaces `path` only when the block ends without
     an error (else it is removed): `write_atomic` for data too large to hold in memory.
     Local: a temporary file in the same directory, synced, then `os.replace`d. URLs: one

@@ -59,7 +59,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -85,7 +85,7 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _fmt(x: float) -> str:
+def _fmt(x: float | None) -> str:
     if x is None or not math.isfinite(x):
         return str(x)
     if x != 0 and (abs(x) >= 1e4 or abs(x) < 1e-3):
@@ -185,7 +185,7 @@ class Rule:
         """Values a running median needs before ratio tests against it are trusted."""
         return max(int(self.cfg["warmup"]), int(self.cfg["window"]) // 2)
 
-    def active(self) -> dict[str, int]:
+    def active(self) -> dict[str, int | None]:
         """This rule's episodes still ongoing: key -> step where it started."""
         return {k: e.start_step for k, e in self.episodes.items() if e.active}
 
@@ -207,7 +207,7 @@ class NonFinite(Rule):
             self.last_skipped = skipped
         if not self.fires("nonfinite", bool(bad) or grew, step, patience=1):
             return []
-        evidence = {"keys": bad[:20]}
+        evidence: dict[str, Any] = {"keys": bad[:20]}
         if skipped is not None:
             evidence["nonfinite_skipped"] = skipped
         what = ", ".join(bad[:5]) + ("..." if len(bad) > 5 else "") if bad else (
@@ -257,7 +257,7 @@ class GradientNorms(Rule):
         if not high:
             med.add(x)
             if ready or len(med) >= cfg["warmup"]:
-                self.peaks[key] = max(self.peaks.get(key, 0.0), med.median())
+                self.peaks[key] = max(self.peaks.get(key, 0.0), med.median() or 0.0)
         return events
 
     def _vanishing(self, row: Row) -> list[dict]:
@@ -339,7 +339,7 @@ class WassersteinGrowth(Rule):
         med = self.median("wasserstein")
         med.add(abs(w))
         medians = self.history
-        medians.append(med.median())
+        medians.append(cast(float, med.median()))  # it holds a value now
         if len(medians) < 2 * window:
             return []
         cur, before = medians[-1], medians[-1 - window]
@@ -524,7 +524,7 @@ class LossSpikes(Rule):
             ref, mad = med.median(), med.mad()
             spike = False
             if row.warmed_up and ref is not None and len(med) >= self.baseline_rows:
-                scale = max(1.4826 * mad, 1e-2 * abs(ref), 1e-6)
+                scale = max(1.4826 * cast(float, mad), 1e-2 * abs(ref), 1e-6)
                 spike = abs(x - ref) > self.cfg["spike_factor"] * scale
             if self.fires("loss_spike:" + key, spike, step, patience=1):
                 events.append(event(
@@ -643,7 +643,7 @@ class HealthMonitor:
         seen = Row(step, values, self.rows_seen, self.warmed_up)
         return [e for rule in self.rules for e in rule.check(seen)]
 
-    def active(self) -> dict[str, int]:
+    def active(self) -> dict[str, int | None]:
         """Episodes still ongoing: rule key -> step where it started."""
         return {k: v for rule in self.rules for k, v in rule.active().items()}
 

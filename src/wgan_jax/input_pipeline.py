@@ -28,7 +28,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import grain
 import jax
@@ -55,7 +55,8 @@ def local_rows(sharding: NamedSharding, global_shape: tuple[int, ...]) -> slice:
     spans = sorted(
         {
             (index[1].start or 0, global_shape[1] if index[1].stop is None else index[1].stop)
-            for index in sharding.addressable_devices_indices_map(global_shape).values()
+            for index in cast(dict[Any, tuple[slice, ...]],
+                              sharding.addressable_devices_indices_map(global_shape)).values()
         }
     )
     for (_, stop), (start, _) in zip(spans, spans[1:], strict=False):
@@ -133,7 +134,8 @@ class DataIterator:
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continues at a saved position (see the module docstring for a changed batch)."""
-        position = _map_position(state, *self._global_shape[:2], self._example_stream)
+        n_critic, batch = self._global_shape[:2]
+        position = _map_position(state, n_critic, batch, self._example_stream)
         if position != int(state["position"]):
             log.info("data position %d (global_batch_size=%s, n_critic=%s) continues as position "
                      "%d of this run's iterations", int(state["position"]),
@@ -234,6 +236,7 @@ class ImageStream:
     def label(self, g: int) -> int:
         """The class label of element g (streams given `labels`, the class of each example)."""
         epoch, position = divmod(int(g), self.n)
+        assert self.labels is not None  # a labelled stream
         return int(self.labels[int(self._permutation(epoch)[position])])
 
 

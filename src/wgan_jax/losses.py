@@ -9,6 +9,8 @@ number of examples. The relativistic pairing loss ("rpgan", `PAIRED_LOSSES`) sco
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -49,14 +51,14 @@ def logistic_generator_loss(fake_logits: jax.Array) -> jax.Array:
 
 
 #: `config.loss` name -> the critic's loss `fn(real_scores, fake_scores)`.
-CRITIC_LOSSES = {
+CRITIC_LOSSES: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
     "wasserstein": wasserstein_critic_loss,
     "hinge": hinge_critic_loss,
     "logistic": logistic_critic_loss,
 }
 #: `config.loss` name -> the generator's loss `fn(fake_scores)` (`PAIRED_LOSSES`: also the
 #: real scores, `fn(fake_scores, real_scores)`).
-GENERATOR_LOSSES = {
+GENERATOR_LOSSES: dict[str, Callable[..., jax.Array]] = {
     "wasserstein": wasserstein_generator_loss,
     "hinge": hinge_generator_loss,
     "logistic": logistic_generator_loss,

@@ -95,7 +95,7 @@ def _main() -> int:
     from wgan_jax.train import train_and_evaluate
 
     cli.setup_logging(jax.process_index() == 0)
-    path = flags.FLAGS["config"].config_filename
+    path = flags.FLAGS["config"].config_filename  # type: ignore[attr-defined]
     try:
         config = _CONFIG.value
         config.get("seed")  # a config file that failed to load raises here
@@ -106,7 +106,8 @@ def _main() -> int:
         check_schema(config, f"config file {path}")
     except UserError as error:
         cli.fail(cli.first_line(error))
-    return cli.run_guarded(lambda: train_and_evaluate(config, _WORKDIR.value) and 0)
+    return cli.run_guarded(  # --workdir was checked in main
+        lambda: train_and_evaluate(config, _WORKDIR.value) and 0)  # type: ignore[arg-type, return-value]
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
@@ -137,4 +138,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    run()

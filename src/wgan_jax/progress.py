@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TextIO
 
 
 def _duration(seconds: float) -> str:
@@ -16,7 +17,8 @@ def _duration(seconds: float) -> str:
 class Progress:
     """Tracks iterations per second since a start step and renders `step/total, rate, ETA`."""
 
-    def __init__(self, start: int, total: int, *, enabled: bool = True, stream=None) -> None:
+    def __init__(self, start: int, total: int, *, enabled: bool = True,
+                 stream: TextIO | None = None) -> None:
         self.total = total
         self.stream = stream or sys.stderr
         self.enabled = enabled

@@ -210,8 +210,8 @@ class MetricWriter:
     ) -> None:
         self.workdir = workdir
         self.enabled = enabled
-        self._metrics = None
-        self._events = None
+        self._metrics: fs.Appender | None = None
+        self._events: fs.Appender | None = None
         self._tb = None
         if not enabled:
             return
@@ -236,8 +236,9 @@ class MetricWriter:
         """Appends `{"step": step, **scalars}` to metrics.jsonl (flushed) and to TensorBoard."""
         if not self.enabled:
             return
-        row = {"step": int(step)}
+        row: dict[str, Any] = {"step": int(step)}
         row.update({str(k): v for k, v in scalars.items()})
+        assert self._metrics is not None  # enabled
         self._metrics.write(_dumps(row) + "\n")
         self._metrics.flush()
         if self._tb is not None:
@@ -269,6 +270,7 @@ class MetricWriter:
         """Appends one event (step, rule, message, advice, evidence) to events.jsonl."""
         if not self.enabled:
             return
+        assert self._events is not None  # enabled
         self._events.write(_dumps(event) + "\n")
         self._events.flush()
 
@@ -299,5 +301,5 @@ class MetricWriter:
     def __enter__(self) -> MetricWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

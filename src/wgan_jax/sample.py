@@ -99,16 +99,17 @@ def main(argv: list[str]) -> int:
     except UserError as error:
         cli.fail(cli.first_line(error))
 
+    workdir, out = _WORKDIR.value, _OUT.value
+
     def body() -> int:
-        run = runs.load_run(_WORKDIR.value, _CHECKPOINT.value)
+        run = runs.load_run(workdir, _CHECKPOINT.value)
         if steps is not None:
-            shape = runs.write_interpolation(run, _OUT.value, steps, _SEED.value,
+            shape = runs.write_interpolation(run, out, steps, _SEED.value,
                                              rows=_ROWS.value, truncation=psi,
                                              use_ema=_EMA.value)
             print(f"wrote {shape[0]} interpolations of {shape[1]} steps from checkpoint "
                   f"{run.step} to {_OUT.value}")
             return 0
-        out = _OUT.value
         if labels is not None:
             flag = "--label" if _LABEL.value is not None else "--labels"
             try:
@@ -165,4 +166,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    run()

@@ -172,8 +172,8 @@ def create_train_state(
         check_gan(gan, data_shape, axis_name=axis_name)
     root = jax.random.PRNGKey(seed)
     k_g, k_d, k_run = jax.random.split(root, 3)
-    z = jnp.zeros((2, gan.z_dim), jnp.float32)
-    x = jnp.zeros((2, *data_shape), jnp.float32)
+    z: Any = jnp.zeros((2, gan.z_dim), jnp.float32)
+    x: Any = jnp.zeros((2, *data_shape), jnp.float32)
     if gan.num_classes:
         labels = jnp.zeros((2,), jnp.int32)
         z, x = (z, labels), (x, labels)
@@ -285,6 +285,8 @@ def apply_generator(
     if gan.num_classes:
         if labels is None:
             labels = jnp.arange(z.shape[0], dtype=jnp.int32) % gan.num_classes
-        z = (z, jnp.asarray(labels, jnp.int32))
-    out, _ = gan.generator.apply(params, state.g_state, z, train=False)
+        inputs: Any = (z, jnp.asarray(labels, jnp.int32))
+    else:
+        inputs = z
+    out, _ = gan.generator.apply(params, state.g_state, inputs, train=False)
     return out

@@ -321,11 +321,12 @@ class StepDraws(NamedTuple):
 def draw_specs(axis: str) -> StepDraws:
     """Where `StepDraws` live on the mesh: the critic's `[n_critic, B, ...]` and the generator's
     `[B, ...]` split along B over `axis`, the key replicated (the shard_map's in_specs)."""
-    critic, generator = P(None, axis), P(axis)
+    critic: Any = P(None, axis)  # a spec where the draws hold arrays
+    generator: Any = P(axis)
     return StepDraws(
         iteration=IterationDraws(z_critic=critic, alpha=critic, noise=critic,
                                  z_generator=generator),
-        key=P(),
+        key=P(),  # type: ignore[arg-type]
         inputs=InputDraws(real_augment=critic, fake_augment=critic, real_noise=critic,
                           fake_noise=critic, generator_augment=generator,
                           generator_noise=generator),
@@ -342,8 +343,8 @@ def draw_step(
     draws = draw_iteration(cfg, key, batch, data_shape, z_dim)
     if cfg.class_frequencies:
         y_critic, y_gen = draw_labels(cfg, jax.random.fold_in(key, LABEL_STREAM), batch)
-        draws = draws._replace(z_critic=(draws.z_critic, y_critic),
-                               z_generator=(draws.z_generator, y_gen))
+        draws = draws._replace(z_critic=(draws.z_critic, y_critic),  # type: ignore[arg-type]
+                               z_generator=(draws.z_generator, y_gen))  # type: ignore[arg-type]
     inputs, sigma = draw_critic_inputs(cfg, jax.random.fold_in(key, INPUT_STREAM), state.step,
                                        batch, data_shape)
     return StepDraws(draws, key, inputs), sigma
@@ -590,7 +591,7 @@ def ema_update(decay: float, state: TrainState, g_params) -> Any:
     ema = state.ema_params
     if ema is None:
         return None
-    decay = ema_warmup_decay(decay, state.step)
+    decay = ema_warmup_decay(decay, state.step)  # type: ignore[assignment]
     return jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p, ema, g_params)
 
 
@@ -608,7 +609,7 @@ def sharded_step(
     )
     metrics = step_metrics(generator, critic, g_opt_state, carry.d_opt_state)
     ema = ema_update(b.cfg.ema_decay, state, g_params)
-    new_state = state.replace(
+    new_state = state.replace(  # type: ignore[attr-defined]
         step=state.step + 1,
         g_params=g_params,
         g_state=g_state,

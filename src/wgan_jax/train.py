@@ -538,7 +538,8 @@ def _draw(run: _Run, state: TrainState, step: int, due: Due) -> None:
 
 def _evaluate_and_log(run: _Run, state: TrainState, step: int) -> dict[str, float]:
     """Evaluates `state`, writes the metrics and runs the health rules on them."""
-    eval_metrics = evaluators.evaluate_state(run.eval_spec, run.gan, state, seed=run.config.seed,
+    eval_metrics = evaluators.evaluate_state(run.eval_spec, run.gan, state,  # type: ignore[arg-type]
+                                             seed=run.config.seed,
                                              evaluator=run.evaluator)
     run.writer.write_scalars(step, eval_metrics)
     _record_health(run.monitor, run.writer, step, eval_metrics)
@@ -639,7 +640,8 @@ def _roll_back(run: _Run, step: int,
     reason, evidence = trouble
     guard.rollbacks += 1
     if guard.rollbacks > config.max_rollbacks:
-        run.writer.write_event(records.event(step, "rollback", f"gave up: {reason}", **evidence))
+        run.writer.write_event(records.event(step, "rollback", f"gave up: {reason}",
+                                             **evidence))  # type: ignore[arg-type]
         raise UserError(
             f"training diverged at step {step} ({reason}) after {config.max_rollbacks} "
             "rollbacks (config.max_rollbacks); lower critic_lr/generator_lr, raise "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+from typing import TextIO
 
 import jax
 
@@ -30,7 +31,7 @@ class WorkdirLock:
     def __init__(self, workdir: str) -> None:
         self.workdir = workdir
         self.path = fs.join(workdir, ".lock")
-        self._file = None
+        self._file: TextIO | None = None
 
     def acquire(self) -> None:
         if fs.is_remote(self.workdir):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, cast
 
 import ml_collections
 
@@ -57,19 +57,20 @@ def from_plan(
         parts: list[Part] = [ModeEvaluator(mixture)] if plan.kind == "toy" else []
         parts.append(W1Evaluator(reference_fn, seed))
         return Evaluator(plan, parts, class_frequencies=class_frequencies)
+    digits = cast(DigitClassifier, classifier)  # the plan's digit features and labels need it
     fn = (inception_features(extractor) if plan.features == "inception"
-          else digit_features(classifier, per_channel=plan.kind == "stacked"))
+          else digit_features(digits, per_channel=plan.kind == "stacked"))
     space = FeatureSpace(plan.features, fn, reference_fn, seed=seed, labels_fn=reference_labels,
                          num_reference=min(num_samples, FEATURE_CAP))
     parts = []
     if plan.kind == "stacked":
-        parts.append(StackedDigitsEvaluator(classifier))
+        parts.append(StackedDigitsEvaluator(digits))
     if plan.stacked_labels:
-        parts.append(StackedLabelEvaluator(classifier))
+        parts.append(StackedLabelEvaluator(digits))
     parts.append(FeatureEvaluator(space, kid_subsets=kid_subsets) if extractor is None
                  else InceptionEvaluator(space, extractor, kid_subsets=kid_subsets))
     if plan.class_metrics:
-        parts.append(ClassEvaluator(classifier, space, class_frequencies))
+        parts.append(ClassEvaluator(digits, space, class_frequencies))
     return Evaluator(plan, parts, class_frequencies=class_frequencies, classifier=classifier)
 
 
@@ -150,8 +151,8 @@ def make_evaluator(
         classifier=classifier, extractor=extractor, reference_labels=reference_labels,
         class_frequencies=tuple(class_frequencies))
     if plan.class_metrics:
-        accuracy, size = heldout_label_accuracy(classifier, data.image_size,
-                                                data.num_channels)
+        accuracy, size = heldout_label_accuracy(cast(DigitClassifier, classifier),
+                                                data.image_size, data.num_channels)
         log.info("%s; real held-out digits (%d, %d px): label accuracy %.1f%%",
                  plan.description, size, data.image_size, 100 * accuracy)
     else:

@@ -39,6 +39,7 @@ class ClassEvaluator:
     def __call__(self, samples: Samples) -> dict[str, float]:
         features = samples.features(self.space)
         predicted = self.classifier.logits_from_features(features).argmax(axis=1)
+        assert samples.labels is not None  # a conditional run's samples have labels
         fids = per_class_fid(self.space.reference(), self.space.reference_labels(), features,
                              samples.labels, self.classes)
         worst = int(np.argmax(fids))
@@ -57,6 +58,7 @@ class StackedLabelEvaluator:
 
     def __call__(self, samples: Samples) -> dict[str, float]:
         digits = self.classifier.predict_channels(samples.images)
+        assert samples.labels is not None  # a conditional run's samples have labels
         return {"eval/label_accuracy": label_accuracy(stacked_digits_classes(digits),
                                                       samples.labels)}
 
@@ -68,6 +70,7 @@ def heldout_label_accuracy(
     size and channel count, read as the evaluator reads samples: the floor of
     `eval/label_accuracy`."""
     source = digits_source(image_size, num_channels)
+    assert source.labels is not None  # the digits have labels
     _, test = train_test_split_indices(len(source.labels))
     images = np.clip(to_float(source.images[test]), -1.0, 1.0)
     predicted = classifier.predict(digit_ink(images))

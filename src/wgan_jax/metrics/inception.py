@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import flax.linen as nn
 import jax
@@ -252,7 +252,7 @@ def export_state_dict_npz(
     source: str | os.PathLike | Mapping[str, Any], npz_path: str | os.PathLike
 ) -> None:
     """Save a state dict (e.g. the pytorch-fid ``.pth``) as a ``.npz`` usable without PyTorch."""
-    np.savez(npz_path, **_load_state_dict(source))
+    np.savez(npz_path, **_load_state_dict(source))  # type: ignore[arg-type]
 
 
 def _set(tree: dict, path: tuple[str, ...], value: np.ndarray) -> None:
@@ -353,7 +353,7 @@ class InceptionExtractor:
         def apply(variables: Any, images: jax.Array) -> dict[str, jax.Array]:
             # Full float32 matmuls/convs also on TPU, where the default would use bfloat16 passes.
             with jax.default_matmul_precision("highest"):
-                return model.apply(variables, resize_bilinear(images))
+                return cast(dict[str, jax.Array], model.apply(variables, resize_bilinear(images)))
 
         self._apply: Callable[..., dict[str, Any]] = network or jax.jit(apply)
 

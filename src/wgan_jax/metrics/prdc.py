@@ -92,6 +92,7 @@ def compute_prdc(
     ball_counts = 0
     for rows, d2 in _sq_distance_chunks(real, fake, chunk_elements):
         if k_pr is not None:
+            assert fake_r2 is not None  # with k_pr
             fake_in_real_ball |= (d2 <= real_r2[k_pr][rows][:, None]).any(axis=0)
             real_in_fake_ball[rows] = (d2 <= fake_r2[None, :]).any(axis=1)
         if k_dc is not None:

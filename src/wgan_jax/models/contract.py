@@ -193,7 +193,8 @@ def _from_nnx(module: Any) -> Model:
     template = nnx.clone(module)
     nnx.pop(template, nnx.Intermediate)
     _, other = nnx_filters()
-    graphdef, params0, rngs0, state0 = nnx.split(template, nnx.Param, nnx.RngState, other)
+    graphdef, params0, rngs0, state0 = nnx.split(  # type: ignore[misc]
+        template, nnx.Param, nnx.RngState, other)
     takes_labels = _takes(module, "labels")
 
     def init(rng: jax.Array, example: jax.Array) -> tuple[PyTree, PyTree]:
