@@ -19,6 +19,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 __all__ = ["ConditionalBatchNorm", "generator_batch_norm", "latent_with_label", "projection_score",
            "split_inputs"]
@@ -48,7 +49,7 @@ class ConditionalBatchNorm(nn.Module):
 
     num_classes: int
     axis_name: str | None = "data"
-    dtype: jnp.dtype = jnp.float32
+    dtype: DTypeLike = jnp.float32
 
     @nn.compact
     def __call__(self, h: jax.Array, labels: jax.Array, train: bool) -> jax.Array:
@@ -67,7 +68,7 @@ class ConditionalBatchNorm(nn.Module):
 
 def generator_batch_norm(
     h: jax.Array, labels: jax.Array | None, train: bool, num_classes: int,
-    axis_name: str | None, dtype: jnp.dtype,
+    axis_name: str | None, dtype: DTypeLike,
 ) -> jax.Array:
     """A generator's cross-replica BatchNorm of `h`: conditional on `labels` when given, else
     plain (learned scale and bias). Call inside the calling module's `nn.compact` method."""

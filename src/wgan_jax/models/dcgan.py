@@ -18,6 +18,7 @@ import math
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from wgan_jax.models.conditional import (
     generator_batch_norm,
@@ -49,7 +50,7 @@ class DCGANGenerator(nn.Module):
     norm: str = "batch"  # "batch" (cross-replica over `axis_name`) or "none"
     axis_name: str | None = "data"
     conv_impl: str = "auto"
-    dtype: jnp.dtype = jnp.float32
+    dtype: DTypeLike = jnp.float32
     num_classes: int = 0  # > 0: conditional BatchNorm (needs norm="batch")
 
     def _norm(self, h: jax.Array, train: bool, labels: jax.Array | None) -> jax.Array:
@@ -88,7 +89,7 @@ class DCGANCritic(nn.Module):
     output: str = "linear"  # "sigmoid": saturating probability output, returned as a logit
     axis_name: str | None = "data"
     conv_impl: str = "auto"
-    dtype: jnp.dtype = jnp.float32
+    dtype: DTypeLike = jnp.float32
     num_classes: int = 0
 
     @nn.compact

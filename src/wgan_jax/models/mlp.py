@@ -11,6 +11,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from wgan_jax.models.conditional import latent_with_label, projection_score, split_inputs
 from wgan_jax.models.spectral import critic_layer
@@ -30,7 +31,7 @@ class MLPGenerator(nn.Module):
     depth: int = 3
     norm: str = "none"  # "batch" or "none"
     axis_name: str | None = "data"
-    dtype: jnp.dtype = jnp.float32
+    dtype: DTypeLike = jnp.float32
     out_shape: tuple[int, ...] = ()
     num_classes: int = 0  # > 0: z is (z, labels); a label embedding is concatenated to z
 
@@ -69,7 +70,7 @@ class MLPCritic(nn.Module):
     width: int = 512
     depth: int = 3
     norm: str = "none"  # "none", "layer" or "spectral"
-    dtype: jnp.dtype = jnp.float32
+    dtype: DTypeLike = jnp.float32
     axis_name: str | None = "data"  # the data-parallel axis (spectral norm's state only)
     num_classes: int = 0  # > 0: x is (x, labels); a projection critic
 

@@ -26,6 +26,7 @@ import math
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from wgan_jax.models.conditional import (
     generator_batch_norm,
@@ -57,7 +58,7 @@ def mean_pool(x: jax.Array) -> jax.Array:
     return x.reshape(n, h // 2, 2, w // 2, 2, c).mean(axis=(2, 4))
 
 
-def _conv_factory(features: int, impl: str, use_bias: bool, dtype: jnp.dtype):
+def _conv_factory(features: int, impl: str, use_bias: bool, dtype: DTypeLike):
     """`k -> SameConv` named Conv_0, Conv_1, ... in call order, as Flax names ``nn.Conv``."""
     count = itertools.count()
     return lambda k: SameConv(features, impl=impl, use_bias=use_bias, dtype=dtype,
@@ -68,7 +69,7 @@ class _GenBlock(nn.Module):
     features: int
     norm: str
     axis_name: str | None
-    dtype: jnp.dtype
+    dtype: DTypeLike
     num_classes: int = 0
     conv_impl: str = "auto"
 
@@ -96,7 +97,7 @@ class ResNetGenerator(nn.Module):
     width: int = 128
     norm: str = "batch"  # "batch" (cross-replica over `axis_name`) or "none"
     axis_name: str | None = "data"
-    dtype: jnp.dtype = jnp.float32
+    dtype: DTypeLike = jnp.float32
     num_classes: int = 0  # > 0: conditional BatchNorm in the blocks (needs norm="batch")
     conv_impl: str = "auto"  # `layers.SameConv`'s impl
 
@@ -129,7 +130,7 @@ class _CriticBlock(nn.Module):
     features: int
     resample: str  # "first", "down" or "none"
     norm: str
-    dtype: jnp.dtype
+    dtype: DTypeLike
     axis_name: str | None
     conv_impl: str = "auto"
 
@@ -166,7 +167,7 @@ class ResNetCritic(nn.Module):
 
     width: int = 128
     norm: str = "none"  # "none", "layer" or "spectral" (every conv and the Dense)
-    dtype: jnp.dtype = jnp.float32
+    dtype: DTypeLike = jnp.float32
     axis_name: str | None = "data"  # the data-parallel axis (spectral norm's state only)
     num_classes: int = 0
     conv_impl: str = "auto"  # `layers.SameConv`'s impl
