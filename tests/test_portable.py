@@ -62,6 +62,7 @@ def _sample(run: runs.Run, num: int, seed: int, use_ema: bool = False, **kwargs)
 @pytest.mark.parametrize("use_ema", [False, True], ids=["weights", "ema"])
 def test_the_program_equals_sample_bit_for_bit_at_two_batch_sizes(run, use_ema):
     program = _load(portable.export_generator(run, use_ema=use_ema))
+    assert program.nr_devices == 1 and program.platforms == ("cpu", "cuda", "tpu")
     for num, seed in ((3, 0), (11, 5)):
         z = jax.random.normal(jax.random.PRNGKey(seed), (num, run.gan.z_dim))  # docs/export.md
         np.testing.assert_array_equal(z, runs.block_latents(seed, 0, num, run.gan.z_dim))
