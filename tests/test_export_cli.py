@@ -64,6 +64,15 @@ def jax_only_python(tmp_path_factory) -> str:
     return python
 
 
+@pytest.fixture(scope="module")
+def exported(trained, tmp_path_factory) -> tuple[str, str]:
+    """`python -m wgan_jax.export` of the trained run: (the file, the command's stdout)."""
+    out = str(tmp_path_factory.mktemp("exported") / "generator.jaxexport")
+    result = run_module(["wgan_jax.export", f"--workdir={trained}", f"--out={out}"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    return out, result.stdout
+
+
 def _jax_only(python: str, code: str, cwd: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XLA_FLAGS")}
     env["JAX_PLATFORMS"] = "cpu"
@@ -74,13 +83,11 @@ def _jax_only(python: str, code: str, cwd: str) -> subprocess.CompletedProcess:
 
 
 def test_the_exported_generator_samples_what_sample_writes_with_jax_alone(
-        trained, jax_only_python, tmp_path):
-    out = str(tmp_path / "generator.jaxexport")
-    result = run_module(["wgan_jax.export", f"--workdir={trained}", f"--out={out}"])
-    assert result.returncode == 0, result.stderr[-2000:]
+        trained, exported, jax_only_python, tmp_path):
+    out, stdout = exported
     assert f"wrote the generator of checkpoint 2 (weights) for cpu, cuda, tpu, any batch " \
-           f"size, to {out}" in result.stdout
-    assert "note:" not in result.stdout
+           f"size, to {out}" in stdout
+    assert "note:" not in stdout
     with open(out + ".json") as f:
         meta = json.load(f)
     assert meta["z_dim"] == 16 and meta["output"]["shape"] == ["batch", 8, 8, 1]
@@ -104,6 +111,8 @@ def test_the_exported_generator_samples_what_sample_writes_with_jax_alone(
         "(5, z_dim))))\n"
         "ours = ('wgan_jax', 'flax', 'optax', 'orbax')\n"
         "print([m for m in ours if importlib.util.find_spec(m) is not None])\n")
+    for name in (out, out + ".json"):  # the loader reads them from its directory
+        shutil.copy(name, tmp_path)
     result = _jax_only(jax_only_python, code, str(tmp_path))
     assert result.stdout.strip().splitlines()[-1] == "[]"  # none of them is there
     for num in (16, 5):
@@ -112,26 +121,23 @@ def test_the_exported_generator_samples_what_sample_writes_with_jax_alone(
         np.testing.assert_array_equal(loaded, expected[num])
 
 
-def test_the_guides_python_export_writes_what_the_command_writes(trained, tmp_path,
+def test_the_guides_python_export_writes_what_the_command_writes(trained, exported, tmp_path,
                                                                 monkeypatch):
     from jax import export
 
     from wgan_jax import runs
 
-    out = str(tmp_path / "cli" / "generator.jaxexport")
-    result = run_module(["wgan_jax.export", f"--workdir={trained}", f"--out={out}"])
-    assert result.returncode == 0, result.stderr[-2000:]
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     block = _guide_block("portable.export_generator").replace('"runs/digits"', repr(trained))
     exec(compile(block, GUIDE, "exec"), namespace)
     files = {}
-    for where in (tmp_path, tmp_path / "cli"):
-        with open(where / "generator.jaxexport.json") as f:
+    for path in (str(tmp_path / "generator.jaxexport"), exported[0]):
+        with open(path + ".json") as f:
             meta = json.load(f)
-        with open(where / "generator.jaxexport", "rb") as f:
+        with open(path, "rb") as f:
             program = export.deserialize(bytearray(f.read()))
-        files[where] = meta, program
+        files[path] = meta, program
     (mine, program), (theirs, cli_program) = files.values()
     for meta in (mine, theirs):  # the programs' source locations name their callers
         del meta["program_bytes"], meta["program_sha256"]

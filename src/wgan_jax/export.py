@@ -16,8 +16,6 @@ exit status 2, and nothing is written.
 
 from __future__ import annotations
 
-import sys
-
 from absl import app, flags
 
 from wgan_jax import cli, fs, portable, runs
@@ -34,9 +32,9 @@ _BATCH = flags.DEFINE_integer("batch", None, "A fixed batch size (default: symbo
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         cli.fail(f"unexpected arguments: {' '.join(argv[1:])}")
-    workdir, out = RUN.workdir.value, _OUT.value
-    if not workdir or not out:
+    if not RUN.workdir.value or not _OUT.value:
         cli.fail("--workdir and --out are required")
+    workdir, out = str(RUN.workdir.value), str(_OUT.value)
     cli.check_flag("checkpoint", RUN.checkpoint.value, runs.parse_checkpoint)
     platforms = cli.check_flag("platforms", _PLATFORMS.value, portable.parse_platforms)
     if _BATCH.value is not None and _BATCH.value < 1:
@@ -80,4 +78,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    run()

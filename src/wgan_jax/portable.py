@@ -164,7 +164,7 @@ def export_generator(
     if gan.num_classes:
         specs.append(jax.ShapeDtypeStruct((size,), jnp.int32))
     with precision.scope(run.config.matmul_precision):
-        program, variants = _program(gan, state, weights, platforms, len(specs))
+        program, variants = _program(gan, state, weights, platforms, len(specs), batch or 2)
         try:
             exported = export.export(jax.jit(program), platforms=platforms)(*specs)
         except Exception as error:  # noqa: BLE001 - the network's own tracing failed
@@ -181,12 +181,13 @@ def export_generator(
 
 def _program(
     gan: GAN, state: Any, weights: Weights, platforms: tuple[str, ...], arity: int,
+    example_batch: int,
 ) -> tuple[Callable[..., jax.Array], list[list[str]]]:
     """The function to export, and the platforms grouped by the program they get.
 
     Each platform's variant is the generator traced with "auto" convolutions resolved for it;
-    platforms whose traces are identical share one variant, and a single variant is exported
-    without a platform switch.
+    platforms whose traces (at `example_batch`) are identical share one variant, and a single
+    variant is exported without a platform switch.
     """
     bare = state.replace(g_params=None, g_state=None, d_params=None, d_state=None,
                          g_opt_state=None, d_opt_state=None, ema_params=None)
@@ -201,8 +202,8 @@ def _program(
 
         return generate
 
-    example = (jax.ShapeDtypeStruct((2, gan.z_dim), jnp.float32),
-               jax.ShapeDtypeStruct((2,), jnp.int32) if arity == 2 else None)
+    example = (jax.ShapeDtypeStruct((example_batch, gan.z_dim), jnp.float32),
+               jax.ShapeDtypeStruct((example_batch,), jnp.int32) if arity == 2 else None)
     by_trace: dict[str, Callable[..., jax.Array]] = {}
     groups: dict[str, list[str]] = {}
     chosen: dict[str, Callable[..., jax.Array]] = {}
