@@ -19,7 +19,7 @@ from wgan_jax.config import unknown_key_message, unknown_override
 from wgan_jax.errors import UserError
 
 EXIT_USAGE = 2
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 def fail(message: str) -> None:
@@ -36,7 +36,7 @@ class ArgumentParser(argparse.ArgumentParser):
         fail(message)
 
 
-def check_flag(flag: str, value: Any, parse: Callable[[Any], T]) -> T:
+def check_flag(flag: str, value: Any, parse: Callable[[Any], _T]) -> _T:
     """`parse(value)`; a `ValueError` it raises is one line `error: --flag <its message>` and
     exit status 2."""
     try:
