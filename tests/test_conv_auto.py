@@ -21,3 +21,14 @@ def test_resolve_auto_uses_the_default_backend():
     assert layers.resolve_impl("auto") == layers.auto_impl(jax.default_backend())
     for impl in ("xla", "s2d", "matmul"):
         assert layers.resolve_impl(impl) == impl
+
+
+def test_auto_resolves_for_the_platform_a_program_is_traced_for():
+    """`wgan_jax.portable` traces one generator for several platforms on this machine."""
+    with layers.auto_resolved_for("tpu"):
+        assert layers.resolve_impl("auto") == "s2d"
+        with layers.auto_resolved_for("cpu"):
+            assert layers.resolve_impl("auto") == "matmul"
+        assert layers.resolve_impl("auto") == "s2d"
+        assert layers.resolve_impl("xla") == "xla"
+    assert layers.resolve_impl("auto") == layers.auto_impl(jax.default_backend())

@@ -17,12 +17,14 @@ import re
 import pytest
 from conftest import REPO
 from test_docs_library import MARKERS as LIBRARY_MARKERS
+from test_export_cli import MARKERS as EXPORT_MARKERS
 
 README = os.path.join(REPO, "README.md")
 # page -> the markers of its Python blocks (one per block; each names the test that runs it)
 RUN_BY = {
     "README.md": ("penalties.gp(",),  # test_pure_function_example_gives_the_closed_form
     "docs/library.md": LIBRARY_MARKERS,  # tests/test_docs_library.py
+    "docs/export.md": EXPORT_MARKERS,  # tests/test_export_cli.py
 }
 # every Markdown page whose links are checked
 PAGES = ("README.md", "ARCHITECTURE.md", "docs/*.md", "benchmarks/*.md")

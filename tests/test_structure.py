@@ -30,9 +30,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "edges": ("input_pipeline", "checkpoint", "checkpoint_agreement", "checkpoint_content",
               "workdir_lock"),
     "evaluation": ("evaluators",),
-    "runs": ("runs",),
+    "runs": ("runs", "portable"),
     "trainer": ("train",),
-    "faces": ("main", "sample", "evaluate", "diagnose"),
+    "faces": ("main", "sample", "evaluate", "diagnose", "export"),
 }
 FACES = LAYERS["faces"]
 LEVEL = {name: level for level, names in enumerate(LAYERS.values()) for name in names}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import re
@@ -10,7 +11,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from absl import flags
 
@@ -18,6 +19,7 @@ from wgan_jax.config import unknown_key_message, unknown_override
 from wgan_jax.errors import UserError
 
 EXIT_USAGE = 2
+_T = TypeVar("_T")
 
 
 def fail(message: str) -> NoReturn:
@@ -32,6 +34,36 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         fail(message)
+
+
+def check_flag(flag: str, value: Any, parse: Callable[[Any], _T]) -> _T:
+    """`parse(value)`; a `ValueError` it raises is one line `error: --flag <its message>` and
+    exit status 2."""
+    try:
+        return parse(value)
+    except ValueError as error:
+        fail(f"--{flag} {error}")
+        raise  # not reached: fail exits
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFlags:
+    """The flags that open a trained run's generator, shared by `sample` and `export`:
+    `--workdir`, `--checkpoint` (latest, best or a step number) and `--ema`."""
+
+    workdir: flags.FlagHolder
+    checkpoint: flags.FlagHolder
+    ema: flags.FlagHolder
+
+
+def define_run_flags() -> RunFlags:
+    """Defines `RunFlags`' three flags (once per process: a face calls it at import)."""
+    return RunFlags(
+        workdir=flags.DEFINE_string("workdir", None, "The run's workdir."),
+        checkpoint=flags.DEFINE_string("checkpoint", "latest", "latest, best, or a step number."),
+        ema=flags.DEFINE_boolean("ema", False,
+                                 "Use the EMA generator weights (if the run kept them)."),
+    )
 
 
 def first_line(error: BaseException) -> str:

@@ -48,10 +48,7 @@ def main(argv: list[str]) -> int:
         cli.fail(f"--num must be >= {MIN_EVAL_SAMPLES} (as config.eval.num_samples), "
                  f"got {_NUM.value}")
     which = _CHECKPOINT.value
-    try:
-        runs.parse_checkpoint(which)
-    except ValueError as error:
-        cli.fail(f"--checkpoint {error}")
+    cli.check_flag("checkpoint", which, runs.parse_checkpoint)
     cli.setup_logging(True)
 
     def body() -> int:

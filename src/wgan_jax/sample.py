@@ -30,13 +30,11 @@ from wgan_jax.errors import UserError
 
 FLAGS = flags.FLAGS
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "The run's workdir.")
+RUN = cli.define_run_flags()
 _NUM = flags.DEFINE_integer("num", 1000, "How many samples.")
 _OUT = flags.DEFINE_string(
     "out", None, "Output file: .npy (the samples, streamed to disk) or .png (a picture).")
 _SEED = flags.DEFINE_integer("seed", 0, "Latent seed: the same seed gives the same samples.")
-_CHECKPOINT = flags.DEFINE_string("checkpoint", "latest", "latest, best, or a step number.")
-_EMA = flags.DEFINE_boolean("ema", False, "Use the EMA generator weights (if the run kept them).")
 _TRUNCATION = flags.DEFINE_float(
     "truncation", None, "Truncation psi > 0: latent coordinates beyond +-psi are redrawn.")
 _JACOBIAN = flags.DEFINE_float(
@@ -53,7 +51,7 @@ _LABELS = flags.DEFINE_string("labels", None, "Class-conditional runs: K1,K2,...
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         cli.fail(f"unexpected arguments: {' '.join(argv[1:])}")
-    if not _WORKDIR.value or not _OUT.value:
+    if not RUN.workdir.value or not _OUT.value:
         cli.fail("--workdir and --out are required")
     if _NUM.value < 1:
         cli.fail(f"--num must be >= 1, got {_NUM.value}")
@@ -75,20 +73,14 @@ def main(argv: list[str]) -> int:
 
     jacobian = _JACOBIAN.value
     if jacobian is not None:
-        try:
-            jacobian_truncation.check_fraction(jacobian)
-        except ValueError as error:
-            cli.fail(f"--jacobian_truncation {error}")
+        cli.check_flag("jacobian_truncation", jacobian, jacobian_truncation.check_fraction)
     labels = _parse_labels()
     if labels is not None and (steps is not None or psi is not None):
         cli.fail("--label/--labels cannot be combined with --interpolate or --truncation yet")
     if jacobian and (labels is not None or steps is not None):
         cli.fail("--jacobian_truncation applies to unconditional samples, not to --label/"
                  "--labels or --interpolate")
-    try:
-        runs.parse_checkpoint(_CHECKPOINT.value)
-    except ValueError as error:
-        cli.fail(f"--checkpoint {error}")
+    cli.check_flag("checkpoint", RUN.checkpoint.value, runs.parse_checkpoint)
     cli.setup_logging(True)
 
     try:  # before the run is loaded: a path that cannot be written is one line at once
@@ -99,14 +91,14 @@ def main(argv: list[str]) -> int:
     except UserError as error:
         cli.fail(cli.first_line(error))
 
-    workdir, out = _WORKDIR.value, _OUT.value
+    workdir, out = RUN.workdir.value, _OUT.value
 
     def body() -> int:
-        run = runs.load_run(workdir, _CHECKPOINT.value)
+        run = runs.load_run(workdir, RUN.checkpoint.value)
         if steps is not None:
             shape = runs.write_interpolation(run, out, steps, _SEED.value,
                                              rows=_ROWS.value, truncation=psi,
-                                             use_ema=_EMA.value)
+                                             use_ema=RUN.ema.value)
             print(f"wrote {shape[0]} interpolations of {shape[1]} steps from checkpoint "
                   f"{run.step} to {_OUT.value}")
             return 0
@@ -118,7 +110,7 @@ def main(argv: list[str]) -> int:
                 cli.fail(f"{flag}: {error}")
         dropped = (float(run.config.sampling.jacobian_truncation) if jacobian is None
                    else jacobian)  # a conditional run's config holds 0 (validate_config)
-        shape = runs.write_samples(run, out, _NUM.value, _SEED.value, _EMA.value,
+        shape = runs.write_samples(run, out, _NUM.value, _SEED.value, RUN.ema.value,
                                    truncation=psi, labels=labels, progress=_Progress(),
                                    jacobian_truncation=dropped)
         what = (f"a grid of classes {labels} (one per row)" if labels is not None

@@ -25,7 +25,9 @@ Each has an ``impl`` attribute choosing how the SAME function is computed:
   convolution kernels; a custom JVP (`_matmul`) keeps the weight gradients row-major
   products (see benchmarks/README.md).
 * ``"auto"`` (default): the platform's entry of `AUTO_IMPLS`: "matmul" on CPU (measured),
-  "s2d" on GPU and TPU (not measured there yet), "xla" elsewhere.
+  "s2d" on GPU and TPU (not measured there yet), "xla" elsewhere. The platform is the default
+  backend's, or the one `auto_resolved_for` names while a program for another platform is
+  traced (`wgan_jax.portable` lowers a generator for several platforms at once).
 
 All impls own the same parameters, ``{"kernel": [4, 4, in, out], "bias": [out]}``, the
 tree ``nn.Conv`` / ``nn.ConvTranspose`` create, so checkpoints move freely between impls and
@@ -53,8 +55,10 @@ zero-dilated input, padded by 2 on each side. PyTorch's ``ConvTranspose2d.weight
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import flax.linen as nn
@@ -139,12 +143,30 @@ def auto_impl(platform: str) -> str:
     return AUTO_IMPLS.get(platform, "xla")
 
 
+# The platform "auto" resolves for while `auto_resolved_for` is active (None: the default
+# backend's).
+_AUTO_PLATFORM: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "wgan_jax_auto_platform", default=None)
+
+
+@contextlib.contextmanager
+def auto_resolved_for(platform: str) -> Iterator[None]:
+    """Inside, "auto" resolves to `auto_impl(platform)` instead of the default backend's impl:
+    for a program traced here to run on `platform` ("cpu", "gpu", "tpu", ...)."""
+    token = _AUTO_PLATFORM.set(platform)
+    try:
+        yield
+    finally:
+        _AUTO_PLATFORM.reset(token)
+
+
 def resolve_impl(impl: str) -> str:
-    """Map "auto" to the impl of the default backend (`auto_impl`); others to themselves."""
+    """Map "auto" to the impl of the default backend (`auto_impl`), or of the platform
+    `auto_resolved_for` names; others to themselves."""
     if impl not in IMPLS:
         raise ValueError(f"unknown impl {impl!r}; expected one of {IMPLS}")
     if impl == "auto":
-        return auto_impl(jax.default_backend())
+        return auto_impl(_AUTO_PLATFORM.get() or jax.default_backend())
     return impl
 
 
