@@ -47,13 +47,13 @@ PUBLIC = (
     "evaluators.conditional", "evaluators.spaces",
     # a run: its records, health rules, plan, loop policies, checkpoints; loading; training
     "health", "records", "run_config", "eval_plan", "policies", "plots", "checkpoint", "runs",
-    "train",
+    "train", "portable",
 )
 INTERNAL = (
     "augment_policy", "cli", "fs", "progress", "hlo_stats", "checkpoint_agreement",
     "checkpoint_best", "checkpoint_content", "workdir_lock",
 )
-FACES = ("main", "sample", "evaluate", "diagnose")
+FACES = ("main", "sample", "evaluate", "diagnose", "export")
 
 
 def _all_modules() -> set[str]:

@@ -74,9 +74,12 @@ __all__ = [
 # The platforms `jax.export` lowers for (its names), and the impl key `models.layers` resolves
 # "auto" with on each (`jax.default_backend()`'s name there).
 _BACKENDS = {"cpu": "cpu", "cuda": "gpu", "rocm": "gpu", "tpu": "tpu"}
+#: The platforms `export_generator` can lower for (`jax.export`'s names).
 PLATFORMS: tuple[str, ...] = tuple(_BACKENDS)
+#: The platforms a file holds unless told otherwise (`export --platforms`).
 DEFAULT_PLATFORMS: tuple[str, ...] = ("cpu", "cuda", "tpu")
-FORMAT = "wgan_jax.portable_generator/1"  # the metadata's "format": its layout's version
+#: The metadata's "format": the version of its layout.
+FORMAT = "wgan_jax.portable_generator/1"
 _BATCH = "batch"  # the symbolic batch dimension's name
 
 Weights = tuple[Any, Any]  # (generator params, generator state), host arrays

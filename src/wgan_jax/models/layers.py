@@ -68,7 +68,7 @@ import numpy as np
 from jax import lax
 
 __all__ = ["SameConv", "DownConv", "UpConv", "same_conv", "down_conv", "up_conv", "resolve_impl",
-           "auto_impl", "IMPLS"]
+           "auto_impl", "auto_resolved_for", "IMPLS"]
 
 #: The convolution implementations (`config.model.conv_impl`; the module docstring says
 #: what each computes).
