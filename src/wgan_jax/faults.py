@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import faulthandler
+import json
 import mmap
 import os
 import re
@@ -40,7 +41,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, Protocol
 
-from wgan_jax import fs
+from wgan_jax import fs, records
 from wgan_jax.cli import EXIT_ERROR, EXIT_HUNG, EXIT_INTERRUPTED, EXIT_PEER_LOST, EXIT_USAGE
 from wgan_jax.errors import UserError
 
@@ -61,12 +62,15 @@ __all__ = [
 
 # Iterations whose durations the watchdog's median is taken over.
 MEDIAN_WINDOW = 50
-# A collective that fails because its peer went away (Gloo on CPU, NCCL, the coordination
-# service's RPCs): these words in a `JaxRuntimeError` mean a lost peer even before it is named.
+# A collective that fails because its peer went away (Gloo on CPU, NCCL): these words in any
+# error mean a lost peer even before it is named (jax 0.10 raises `JaxRuntimeError`, 0.12 a
+# `ValueError`). The weaker ones (the coordination service's RPCs, orbax's barriers) count in
+# JAX's runtime errors and timeouts only.
 _CONNECTION_LOST = re.compile(
     r"connection (closed|reset|refused)|closed by peer|broken pipe|socket closed|"
-    r"\bUNAVAILABLE\b|heartbeat|coordination service|peer .* (died|failed)|"
-    r"Gloo .* failed|NCCL .* (error|failed)|ABORTED", re.IGNORECASE)
+    r"Gloo \S+ failed|NCCL \S+ (error|failed)", re.IGNORECASE)
+_RUNTIME_LOST = re.compile(
+    r"\bUNAVAILABLE\b|\bABORTED\b|heartbeat|coordination service|barrier", re.IGNORECASE)
 # How long a peer's counter must stand still before `RunGuard.fail` names it as the lost one.
 SILENT_SECONDS = 2.0
 # How long the coordinator waits for the others to read its fatal error before it exits (its
@@ -305,9 +309,10 @@ def collective_failure(error: BaseException) -> bool:
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        runtime = type(current).__name__ in ("JaxRuntimeError", "XlaRuntimeError")
-        if (runtime or isinstance(current, TimeoutError)) and _CONNECTION_LOST.search(
-                str(current)):
+        runtime = (type(current).__name__ in ("JaxRuntimeError", "XlaRuntimeError")
+                   or isinstance(current, TimeoutError))
+        if _CONNECTION_LOST.search(str(current)) or (runtime and _RUNTIME_LOST.search(
+                str(current))):
             return True
         current = current.__cause__ or current.__context__
     return False
@@ -481,6 +486,7 @@ class RunGuard:
         path = self._write_details(line, detail)
         if name_details and path:
             line = f"{line} (details: {path})"
+        self._write_event(line, code, path)
         _write_terminal(line + "\n")
         record().write(code=code, printed=1)
         if self.peers is not None:
@@ -489,6 +495,23 @@ class RunGuard:
                 if self.process == 0:  # the coordinator: the others read the fatal first
                     self.peers.wait_for_acks(ACK_SECONDS, set(self.peers.silent(SILENT_SECONDS)))
         os._exit(code)
+
+    def _write_event(self, line: str, code: int, path: str) -> None:
+        """A `lost_peer` or `hung` event in events.jsonl (process 0, a local workdir), so that
+        `diagnose` says it too."""
+        rule = {EXIT_PEER_LOST: "lost_peer", EXIT_HUNG: "hung"}.get(code)
+        if rule is None or self.process != 0 or fs.is_remote(self.workdir):
+            return
+        message = line.removeprefix("error: ").split("; newest committed checkpoint")[0]
+        event = records.event(
+            record().step or 0, rule, message,
+            "rerun the same command on every host to resume from the newest committed "
+            "checkpoint" + ("; the details name the hung phase's stacks" if rule == "hung"
+                            else ""),
+            newest_committed=self.newest_committed(), details=path, exit_status=code)
+        with contextlib.suppress(OSError):
+            with open(os.path.join(self.workdir, records.EVENTS_FILE), "a") as f:
+                f.write(json.dumps(event) + "\n")
 
     def _write_details(self, line: str, detail: str) -> str:
         """`WORKDIR/faults/process<I>-<UTC time>.txt`: the line, the detail and every

@@ -41,9 +41,16 @@ _JAX_FATAL = "Terminating process because the JAX distributed service detected f
 
 def supervise(workdir: str, process: str, count: int | None) -> int | None:
     """Forks. In the child returns None (it goes on to train); in the parent waits for the
-    child and returns the exit status to end with. Returns None without forking where fork
-    is unsafe (other threads already run) or missing."""
-    if not hasattr(os, "fork") or threading.active_count() > 1:
+    child and returns the exit status to end with. Returns None without forking, with a
+    warning, where a fork is unsafe (threads already run, JAX already loaded: a config file
+    that imports it) or missing."""
+    unsafe = ("no os.fork here" if not hasattr(os, "fork") else
+              "other threads run" if threading.active_count() > 1 else
+              "JAX is already loaded" if "jax" in sys.modules else "")
+    if unsafe:
+        logging.getLogger("wgan_jax").warning(
+            "this process is not supervised (%s): if JAX's runtime ends it (a lost "
+            "coordinator), its own C++ message is all it says", unsafe)
         return None
     record = faults.ProgressRecord.shared()
     capture, capture_path = tempfile.mkstemp(prefix=f"wgan_jax-process{process}-",
