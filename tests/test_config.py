@@ -35,7 +35,11 @@ NUMERIC_CASES = [
     ("instance_noise", NAN), ("health.window", 0), ("health.patience", -1),
     ("health.explode_factor", NAN), ("health.spike_factor", -1.0), ("health.dead_max", INF),
     ("sampling.jacobian_truncation", 1.0), ("sampling.jacobian_truncation", -0.1),
-    ("sampling.jacobian_truncation", NAN),
+    ("sampling.jacobian_truncation", NAN), ("faults.peer_timeout_seconds", 0),
+    ("faults.peer_timeout_seconds", 4), ("faults.peer_timeout_seconds", 3601),
+    ("faults.peer_timeout_seconds", True), ("faults.watchdog.seconds", -1.0),
+    ("faults.watchdog.seconds", NAN), ("faults.watchdog.seconds", INF),
+    ("faults.watchdog.factor", 0.5), ("faults.watchdog.factor", NAN),
 ]
 
 

@@ -51,7 +51,7 @@ PUBLIC = (
 )
 INTERNAL = (
     "augment_policy", "cli", "fs", "progress", "hlo_stats", "checkpoint_agreement",
-    "checkpoint_best", "checkpoint_content", "workdir_lock",
+    "checkpoint_best", "checkpoint_content", "workdir_lock", "faults", "peers", "supervisor",
 )
 FACES = ("main", "sample", "evaluate", "diagnose", "export")
 

@@ -22,13 +22,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # plain Python / numpy: files, records, rules on metrics, metrics, data readers, the plan,
     # the loop's policies
     "base": ("fs", "plots", "records", "progress", "hlo_stats", "cli", "health", "run_config",
-             "eval_plan", "metrics", "data", "policies", "checkpoint_best"),
+             "eval_plan", "metrics", "data", "policies", "checkpoint_best", "faults",
+             "supervisor"),
     # JAX, pure: networks, losses, penalties, the state, sampling controls
     "core": ("precision", "augment", "losses", "penalties", "diagnostics", "models", "state",
              "sampling", "jacobian_truncation"),
     "step": ("step",),
     "edges": ("input_pipeline", "checkpoint", "checkpoint_agreement", "checkpoint_content",
-              "workdir_lock"),
+              "workdir_lock", "peers"),
     "evaluation": ("evaluators",),
     "runs": ("runs", "portable"),
     "trainer": ("train",),

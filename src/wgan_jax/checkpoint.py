@@ -38,7 +38,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -53,6 +54,7 @@ from wgan_jax.checkpoint_agreement import (
     create_directory,
     is_io_error,
     move_aside,
+    on_process,
     read_agreed,
     reason,
 )
@@ -96,6 +98,11 @@ class Checkpointer:
 
     `read_only=True` is for tools (sampling, evaluation) that read a workdir a trainer may be
     writing: it never cleans temporary directories, deletes or renames anything.
+
+    `on_background_failure(line)`: with several processes, called (from orbax's writer
+    thread) with the one-line error when an asynchronous save fails on this process. It must
+    end the run on every process (`faults.RunGuard.write_failed`): the other processes would
+    wait for this one in orbax's barriers, and this one in theirs, without a word.
     """
 
     def __init__(
@@ -106,11 +113,19 @@ class Checkpointer:
         best_metric: str = "",
         read_only: bool = False,
         config_json: dict[str, Any] | None = None,
+        on_background_failure: Callable[[str], Any] | None = None,
     ) -> None:
         self.directory = fs.abspath(fs.join(workdir, "checkpoints"))
         self.read_only = read_only
         self._config_json = config_json
         self._in_flight: int | None = None  # the step whose asynchronous save may be running
+        self.committed_step: int | None = None  # the newest step this process knows committed
+        self._observer: _BackgroundFailures | None = None
+        if on_background_failure is not None and not read_only:
+            self._observer = _BackgroundFailures(
+                lambda error: on_background_failure(self._write_error_line(
+                    self._in_flight, error, local=True)))
+            self._observer.install()
         self.skipped: list[tuple[int, str]] = []  # unreadable checkpoints met by restore()
         self._best = BestRecord(fs.join(self.directory, "best.json"), best_metric)
         if not read_only:
@@ -200,10 +215,11 @@ class Checkpointer:
             items["config"] = ocp.args.JsonSave(self._config_json)
         had_pending = self._best.pending is not None
         self._wait_for_saves()
-        with self._reporting_write_errors(step):
+        with self._reporting_write_errors(step):  # decided together: the same line everywhere
             check_writable(self.directory)
-            self.manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
         self._in_flight = step
+        with self._reporting_write_errors(step, local=True):
+            self.manager.save(step, args=ocp.args.Composite(**items), metrics=metrics, force=True)
         # manager.save waited for the previous save, so its best record can be written now.
         if had_pending:
             self._write_pending_best()
@@ -253,6 +269,7 @@ class Checkpointer:
                 continue
             host_state, data = read
             self._set_aside_newer(candidate, failures, unlisted)
+            self.committed_step = max(candidate, self.committed_step or 0)
             return place(host_state, abstract_state), data, candidate
         if failures:
             self._nothing_restores(failures)
@@ -299,27 +316,39 @@ class Checkpointer:
     # ---- waiting and write errors --------------------------------------------------------
 
     def _wait_for_saves(self) -> None:
-        with self._reporting_write_errors(self._in_flight):
+        with self._reporting_write_errors(self._in_flight, local=True):
             self.manager.wait_until_finished()
             self.manager.check_for_errors()
+        if self._in_flight is not None:
+            self.committed_step = max(self._in_flight, self.committed_step or 0)
         self._in_flight = None
 
     @contextlib.contextmanager
-    def _reporting_write_errors(self, step: int | None) -> Iterator[None]:
-        """Turns a failed write (disk full, permissions) into a one-line `UserError`."""
+    def _reporting_write_errors(self, step: int | None, local: bool = False) -> Iterator[None]:
+        """Turns a failed write (disk full, permissions) into a one-line `UserError`; `local`:
+        it failed on this process alone (named in the line when there are several)."""
         try:
             yield
         except Exception as error:
             if not is_io_error(error):
                 raise
+            line = self._write_error_line(step, error, local)
             self._in_flight = None
-            committed = sorted(self.manager.all_steps())
-            kept = f"newest committed: {committed[-1]}" if committed else "none committed yet"
-            raise UserError(
-                f"checkpoint {step} could not be written to {self.directory} "
-                f"({reason(error)[:160]}); the committed "
-                f"checkpoints are intact ({kept}): fix the cause and run again to resume"
-            ) from error
+            raise UserError(line) from error
+
+    def _write_error_line(self, step: int | None, error: BaseException, local: bool) -> str:
+        """The one line of a failed write of checkpoint `step`."""
+        committed = [s for s in self.manager.all_steps() if s != self._in_flight]
+        newest = max(committed) if committed else None
+        if not fs.is_remote(self.directory):  # what is on disk: a failed step is not
+            with contextlib.suppress(OSError):
+                newest = max((int(n) for n in os.listdir(self.directory) if n.isdigit()),
+                             default=None)
+        kept = f"newest committed: {newest}" if newest is not None else "none committed yet"
+        where = on_process(jax.process_index()) if local else ""
+        return (f"checkpoint {step} could not be written to {self.directory}{where} "
+                f"({reason(error)[:160]}); the committed checkpoints are intact ({kept}): fix "
+                "the cause and run again to resume")
 
     def wait(self) -> None:
         """Blocks until every started save is committed (then records the best step)."""
@@ -328,6 +357,34 @@ class Checkpointer:
 
     def close(self) -> None:
         """Waits for a save in flight (unless read-only) and closes orbax's manager."""
+        if self._observer is not None:
+            self._observer.remove()
         if not self.read_only:
             self.wait()
         self.manager.close()
+
+
+class _BackgroundFailures(logging.Filter):
+    """Sees the error orbax's writer thread logs, with its exception, when an asynchronous
+    save fails, and hands an I/O error to `report` (once). It sits first among the filters of
+    absl's logger (orbax logs through absl), before `cli`'s filter that keeps orbax's error
+    records off the terminal; it never drops a record itself."""
+
+    def __init__(self, report: Callable[[BaseException], Any]) -> None:
+        super().__init__()
+        self._report = report
+        self._reported = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if (not self._reported and error is not None and record.levelno >= logging.ERROR
+                and f"{os.sep}orbax{os.sep}" in record.pathname and is_io_error(error)):
+            self._reported = True
+            self._report(error)
+        return True
+
+    def install(self) -> None:
+        logging.getLogger("absl").filters.insert(0, self)
+
+    def remove(self) -> None:
+        logging.getLogger("absl").removeFilter(self)

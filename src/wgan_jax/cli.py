@@ -18,7 +18,13 @@ from absl import flags
 from wgan_jax.config import unknown_key_message, unknown_override
 from wgan_jax.errors import UserError
 
-EXIT_USAGE = 2
+# The faces' exit statuses, in one place (docs/command-line.md#exit-statuses).
+EXIT_OK = 0
+EXIT_ERROR = 1  # an unexpected error (a bug): its traceback is printed
+EXIT_USAGE = 2  # bad input, or a write that failed: one `error:` line; fix it and run again
+EXIT_PEER_LOST = 3  # another process of the run was lost: rerun the same command on every host
+EXIT_HUNG = 4  # the watchdog: a phase ran far past its bound (faults.watchdog)
+EXIT_INTERRUPTED = 130  # a second Ctrl-C, or Ctrl-C in a multi-process run
 _T = TypeVar("_T")
 
 

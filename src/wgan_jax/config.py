@@ -181,6 +181,18 @@ def get_config_schema() -> ml_collections.ConfigDict:
     c.diagnostics.level = "basic"  # "off", "basic", "full"
 
     c.health = ml_collections.ConfigDict(default_health_config())  # thresholds of the rules
+
+    # Faults during a run (docs/checkpoints-and-faults.md, wgan_jax.faults). peer_timeout_seconds:
+    # with several processes, a process that stops answering (killed, frozen, its machine lost)
+    # ends the run on every other process within this many seconds (JAX's heartbeat timeout).
+    # watchdog: an iteration, a save or a restore that runs longer than
+    # max(factor x the median recent iteration, seconds) ends the run with every thread's stack
+    # written to WORKDIR/faults/; seconds 0: off.
+    c.faults = ml_collections.ConfigDict()
+    c.faults.peer_timeout_seconds = 30
+    c.faults.watchdog = ml_collections.ConfigDict()
+    c.faults.watchdog.seconds = 600.0
+    c.faults.watchdog.factor = 20.0
     c.lock()
     return c
 
@@ -275,6 +287,7 @@ def validate_config(config: ml_collections.ConfigDict, num_devices: int) -> None
     _validate_eval(config)
     _validate_small_data(config)
     _validate_health(config)
+    validate_faults(config)
 
 
 def _positive_int(key: str, value: int, minimum: int = 1) -> None:
@@ -386,6 +399,24 @@ def _validate_health(config: ml_collections.ConfigDict) -> None:
                 _fail(f"health.{key}", f"must be an integer >= 1, got {value!r}")
         else:
             _finite_at_least(f"health.{key}", value, 0.0)
+
+
+# faults.peer_timeout_seconds: JAX's heartbeat takes whole seconds; below a few seconds a busy
+# host (a long compilation, a garbage collection) would count as lost.
+MIN_PEER_TIMEOUT = 5
+MAX_PEER_TIMEOUT = 3600
+
+
+def validate_faults(config: ml_collections.ConfigDict) -> None:
+    """`config.faults`: the bounds on a lost peer and the watchdog's. Checked by `main` before
+    the processes connect (the peer timeout is an argument of `jax.distributed.initialize`)."""
+    timeout = config.faults.peer_timeout_seconds
+    if (isinstance(timeout, bool) or not isinstance(timeout, int)
+            or not MIN_PEER_TIMEOUT <= timeout <= MAX_PEER_TIMEOUT):
+        _fail("faults.peer_timeout_seconds", f"must be an integer in [{MIN_PEER_TIMEOUT}, "
+              f"{MAX_PEER_TIMEOUT}] (seconds), got {timeout!r}")
+    _finite_at_least("faults.watchdog.seconds", config.faults.watchdog.seconds, 0.0)
+    _finite_at_least("faults.watchdog.factor", config.faults.watchdog.factor, 1.0)
 
 
 def _validate_small_data(config: ml_collections.ConfigDict) -> None:

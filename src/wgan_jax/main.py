@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import cast
 
 from absl import app, flags
 from ml_collections import config_flags
 
-from wgan_jax import cli, default_config
-from wgan_jax.config import check_schema
+from wgan_jax import cli, default_config, supervisor
+from wgan_jax.config import check_schema, validate_faults
 from wgan_jax.errors import StoppedDuringSetup, UserError
 
 # No default here: `run` names the embedded default file when `--config` is absent, so that
@@ -39,19 +40,28 @@ def _multi_process() -> bool:
                 or os.environ.get("TPU_WORKER_HOSTNAMES") or os.environ.get("CLOUD_TPU_TASK_ID"))
 
 
-def _initialize_distributed() -> None:
-    import jax  # not at the top: `main` installs the setup's stop handler before JAX loads
-
+def _check_distributed_flags() -> None:
     if _COORDINATOR.value or _NUM_PROCESSES.value:
         if _COORDINATOR.value is None or _NUM_PROCESSES.value is None or _PROCESS_ID.value is None:
             cli.fail("--coordinator_address, --num_processes and --process_id go together")
-        jax.distributed.initialize(
-            coordinator_address=_COORDINATOR.value,
-            num_processes=_NUM_PROCESSES.value,
-            process_id=_PROCESS_ID.value,
-        )
+
+
+def _initialize_distributed(peer_timeout_seconds: int) -> None:
+    # Not at the top: `main` installs the setup's stop handler (and forks) before JAX loads.
+    from wgan_jax import peers
+
+    if _COORDINATOR.value or _NUM_PROCESSES.value:
+        peers.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
+                         peer_timeout_seconds=peer_timeout_seconds)
     elif os.environ.get("TPU_WORKER_HOSTNAMES") or os.environ.get("CLOUD_TPU_TASK_ID"):
-        jax.distributed.initialize()
+        peers.initialize(peer_timeout_seconds=peer_timeout_seconds)
+
+
+def _process_name() -> str:
+    """This process's index before JAX knows it (the flag, or a TPU VM's worker id)."""
+    if _PROCESS_ID.value is not None:
+        return str(_PROCESS_ID.value)
+    return os.environ.get("CLOUD_TPU_TASK_ID") or os.environ.get("TPU_WORKER_ID") or "x"
 
 
 def _stop_during_setup(signum, frame) -> None:
@@ -89,12 +99,27 @@ def main(argv: list[str]) -> int:
 
 def _main() -> int:
     cli.setup_logging(True)
-    _initialize_distributed()
+    _check_distributed_flags()
+    config = _load_config()
+    if _multi_process():
+        # A parent that outlives the trainer: it says in one line what JAX's C++ runtime
+        # cannot (a lost coordinator ends the others at once, without a word of Python).
+        status = supervisor.supervise(cast(str, _WORKDIR.value), _process_name(), _NUM_PROCESSES.value)
+        if status is not None:
+            return status
+    _initialize_distributed(config.faults.peer_timeout_seconds)
     import jax  # (here, like the trainer: after the setup's stop handler, see `main`)
 
     from wgan_jax.train import train_and_evaluate
 
     cli.setup_logging(jax.process_index() == 0)
+    return cli.run_guarded(  # --workdir was checked in main
+        lambda: train_and_evaluate(config, _WORKDIR.value) and 0)  # type: ignore[arg-type, return-value]
+
+
+def _load_config():
+    """The config file's config, its schema checked and its `faults` bounds validated (they
+    are needed before the processes connect); else one line and exit status 2."""
     path = flags.FLAGS["config"].config_filename  # type: ignore[attr-defined]
     try:
         config = _CONFIG.value
@@ -104,10 +129,10 @@ def _main() -> int:
         cli.fail(f"cannot load config file {path}: {reason}")
     try:
         check_schema(config, f"config file {path}")
+        validate_faults(config)
     except UserError as error:
         cli.fail(cli.first_line(error))
-    return cli.run_guarded(  # --workdir was checked in main
-        lambda: train_and_evaluate(config, _WORKDIR.value) and 0)  # type: ignore[arg-type, return-value]
+    return config
 
 
 def _parse_flags(argv: list[str]) -> list[str]:

@@ -28,7 +28,7 @@ import ml_collections
 import numpy as np
 
 from wgan_jax import checkpoint as ckpt
-from wgan_jax import evaluators, fs, input_pipeline, plots, precision, records, sampling
+from wgan_jax import evaluators, faults, fs, input_pipeline, plots, precision, records, sampling
 from wgan_jax.checkpoint_content import all_finite
 from wgan_jax.config import data_shape, validate_config
 from wgan_jax.data.sources import check_num_classes, num_classes
@@ -38,6 +38,7 @@ from wgan_jax.eval_plan import EvalPlan, eval_plan
 from wgan_jax.health import HealthMonitor, format_event
 from wgan_jax.metrics.ranking import lower_is_better
 from wgan_jax.models.checks import check_run_networks
+from wgan_jax.peers import PeerLink
 from wgan_jax.policies import (
     EARLY_STOP,
     STOP,
@@ -234,6 +235,7 @@ class _Job:
     schedule: Schedule  # how often the loop logs, evaluates, draws and saves (`due_actions`)
     data_spec: DataSpec  # what the data layer reads
     plan: EvalPlan  # what evaluation computes, and the metric that ranks checkpoints
+    faults: faults.RunGuard  # the watchdog's phases, the newest committed checkpoint, peers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,36 +306,65 @@ def train_and_evaluate(
     `summary["critic"]`. `workdir` is a local directory or a URL such as
     `gs://bucket/run` (see `wgan_jax.fs`). `pictures=False` skips the sample grids and the
     metric plots (also the final ones), e.g. in tests: every number stays the same.
+
+    Faults (`wgan_jax.faults`, `config.faults`): a restore, an iteration or a save that runs
+    far past its bound ends the process (the watchdog: every thread's stack in
+    `WORKDIR/faults/`, one line, exit status `cli.EXIT_HUNG`). With several processes, any
+    error ends this process in one line (`faults.RunGuard.fail`: a lost peer, a user error
+    with the same line on every process, anything else) instead of raising: a process that
+    left the run could not rejoin the others, which would wait for it in a collective.
     """
     with _SetupStop(enabled=jax.process_count() == 1) as setup:
         mesh = make_mesh()
         validate_config(config, mesh.devices.size)
-        data_spec = DataSpec.from_config(config)  # what the data layer reads, once
-        plan = eval_plan(config, num_classes(data_spec))  # impossible evaluation: before a write
-        fs.check_directory(workdir)
-        given_g, given_c = generator is not None, critic is not None
-        generator, critic = build_networks(config, generator, critic)  # factory errors: no write
-        check_num_classes(data_spec)
-        check_run_networks(config, generator, critic, given=(given_g, given_c))  # before a write
-        it = input_pipeline.create_input_pipeline(data_spec, mesh)  # data errors before any write
-        objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
-        job = _Job(config, workdir, mesh, it, (generator, critic), objects, pictures,
-                   is_main=jax.process_index() == 0, schedule=Schedule.from_config(config),
-                   data_spec=data_spec, plan=plan)
-        lock = lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
-        try:
-            return _train(job, setup)
-        except OSError as error:
-            if not _write_error_in(workdir, error):
+        with _run_guard(config, workdir) as guard:
+            try:
+                return _check_and_train(config, workdir, mesh, (generator, critic), pictures,
+                                        setup, guard)
+            except BaseException as error:
+                if jax.process_count() > 1:
+                    guard.fail(error)  # ends this process (a SystemExit goes on)
                 raise
-            # A log or picture that cannot be written (a full disk): one line, like a checkpoint.
-            raise UserError(
-                f"cannot write to workdir {workdir} ({type(error).__name__}: {error}"[:300]
-                + "); the committed checkpoints are intact: fix the cause and run again to resume"
-            ) from error
-        finally:
-            if lock:
-                lock.release()
+
+
+def _run_guard(config: ml_collections.ConfigDict, workdir: str) -> faults.RunGuard:
+    """The run's fault handling: the watchdog and, with several processes, the link to the
+    others."""
+    return faults.RunGuard(workdir, faults.WatchdogBounds.from_config(config),
+                           process=jax.process_index(), count=jax.process_count(),
+                           peers=PeerLink.connect(), checkpoints=fs.join(workdir, "checkpoints"))
+
+
+def _check_and_train(config: ml_collections.ConfigDict, workdir: str, mesh: jax.sharding.Mesh,
+                     networks: tuple[Any, Any], pictures: bool, setup: _SetupStop,
+                     guard: faults.RunGuard) -> dict[str, Any]:
+    """The checks (nothing is written before they pass), the workdir lock, `_train`."""
+    data_spec = DataSpec.from_config(config)  # what the data layer reads, once
+    plan = eval_plan(config, num_classes(data_spec))  # impossible evaluation: before a write
+    fs.check_directory(workdir)
+    given_g, given_c = networks[0] is not None, networks[1] is not None
+    generator, critic = build_networks(config, *networks)  # factory errors: no write
+    check_num_classes(data_spec)
+    check_run_networks(config, generator, critic, given=(given_g, given_c))  # before a write
+    it = input_pipeline.create_input_pipeline(data_spec, mesh)  # data errors before any write
+    objects = tuple(w for w, g in (("generator", given_g), ("critic", given_c)) if g)
+    job = _Job(config, workdir, mesh, it, (generator, critic), objects, pictures,
+               is_main=jax.process_index() == 0, schedule=Schedule.from_config(config),
+               data_spec=data_spec, plan=plan, faults=guard)
+    lock = lock_workdir(workdir)  # process 0 creates and locks it; all stop if it fails
+    try:
+        return _train(job, setup)
+    except OSError as error:
+        if not _write_error_in(workdir, error):
+            raise
+        # A log or picture that cannot be written (a full disk): one line, like a checkpoint.
+        raise UserError(
+            f"cannot write to workdir {workdir} ({type(error).__name__}: {error}"[:300]
+            + "); the committed checkpoints are intact: fix the cause and run again to resume"
+        ) from error
+    finally:
+        if lock:
+            lock.release()
 
 
 def _write_error_in(workdir: str, error: OSError) -> bool:
@@ -381,9 +412,12 @@ def _restore_or_init(job: _Job) -> _Origin:
     checkpointer = ckpt.Checkpointer(
         job.workdir, keep=config.keep_checkpoints, best_metric=job.plan.metric,
         config_json=json.loads(config.to_json_best_effort()),
+        on_background_failure=job.faults.write_failed if jax.process_count() > 1 else None,
     )
-    restored = checkpointer.restore(abstract_train_state(gan, config, job.mesh),
-                                    required_data=DATA_KEYS)
+    with job.faults.phase("restoring a checkpoint"):
+        restored = checkpointer.restore(abstract_train_state(gan, config, job.mesh),
+                                        required_data=DATA_KEYS)
+    job.faults.committed(checkpointer.committed_step)
     if restored is None:
         return _Origin(checkpointer, gan, guard, _fresh_state(config, gan, job.mesh), 0, None)
     state, saved, start = restored
@@ -433,6 +467,10 @@ def _closed_on_error(writer: records.MetricWriter, checkpointer: ckpt.Checkpoint
             writer.close()
         except OSError as error:  # a full disk: never mask the original error
             log.warning("closing the logs failed: %s", error)
+        if jax.process_count() > 1:
+            # Waiting for an unfinished save could wait for a lost peer in orbax's barriers;
+            # the process ends next (`faults.RunGuard.fail`) and keeps what was committed.
+            raise
         try:
             checkpointer.close()
         except Exception as error:  # noqa: BLE001 - never mask the original error
@@ -481,22 +519,32 @@ def _loop(run: _Run, state: TrainState, start: int, setup: _SetupStop) -> _Outco
     last_metrics: dict[str, float] = {}
     step = start
     due = None
+    watch = run.job.faults
+    compiled = False  # the first iteration of a (re)built step compiles it: not watched
     with _Stop(enabled=jax.process_count() == 1, setup=setup) as stop:
         while step < total:
-            state, metrics = run.train_step(state, next(run.job.data))
-            step += 1
-            progress.update(step)
-            stopping = stop.requested or run.checkpointer.reached_preemption(step)
-            due = due_actions(run.job.schedule, step, stopping=stopping,
-                              evaluating=run.evaluator is not None, is_main=run.job.is_main)
-            if due.log:
-                last_metrics = _log_row(run, step, metrics, rate(config.log_every), progress)
-                trouble = run.guard.check(last_metrics) if due.guard else None
-                if trouble is not None and not stopping:
+            with watch.phase(f"step {step + 1}", step=step + 1, iteration=True,
+                             watched=compiled):
+                state, metrics = run.train_step(state, next(run.job.data))
+                step += 1
+                progress.update(step)
+                stopping = stop.requested or run.checkpointer.reached_preemption(step)
+                due = due_actions(run.job.schedule, step, stopping=stopping,
+                                  evaluating=run.evaluator is not None, is_main=run.job.is_main)
+                trouble = None
+                if due.log:
+                    last_metrics = _log_row(run, step, metrics, rate(config.log_every), progress)
+                    trouble = run.guard.check(last_metrics) if due.guard else None
+                compiled = True
+            if trouble is not None and not stopping:
+                with watch.phase(f"rolling back from step {step}"):
                     run, state, step = _roll_back(run, step, trouble)
-                    continue
-            _draw(run, state, step, due)
-            eval_metrics = _evaluate_and_log(run, state, step) if due.evaluate else None
+                compiled = False
+                continue
+            with watch.phase(f"drawing samples at step {step}"):
+                _draw(run, state, step, due)
+            with watch.phase(f"evaluating at step {step}", watched=False):
+                eval_metrics = _evaluate_and_log(run, state, step) if due.evaluate else None
             if eval_metrics is not None:
                 last_metrics.update(eval_metrics)
                 if _early_stop(run, eval_metrics):
@@ -576,7 +624,9 @@ def _save_checkpoint(run: _Run, state: TrainState, step: int, due: Due,
         log.warning("step %d: updates are being skipped as non-finite; periodic checkpoint "
                     "deferred", step)
         return
-    run.checkpointer.save(step, state, _data_state(run), eval_metrics)
+    with run.job.faults.phase(f"saving checkpoint {step}"):
+        run.checkpointer.save(step, state, _data_state(run), eval_metrics)
+    run.job.faults.committed(run.checkpointer.committed_step)  # the save waited for the last
 
 
 def _finish(outcome: _Outcome, start: int) -> dict[str, Any]:
@@ -584,7 +634,9 @@ def _finish(outcome: _Outcome, start: int) -> dict[str, Any]:
     pictures (unless stopped), closes the records and returns the summary."""
     run, state, step = outcome.run, outcome.state, outcome.step
     job, checkpointer = run.job, run.checkpointer
-    checkpointer.wait()
+    with job.faults.phase("finishing: waiting for the last checkpoint"):
+        checkpointer.wait()
+    job.faults.committed(checkpointer.committed_step)
     if not all_finite(state):
         _fail_nonfinite_final(step, checkpointer, run.writer)
     if outcome.stopped:
