@@ -219,21 +219,26 @@ def runs(tmp_path_factory):
 def test_one_and_eight_devices_agree(case, runs):
     out, first = runs
     one, eight = first[1][case], first[8][case]
-    # losses as in test_exactness (Adam's first steps turn float re-association into ~1e-6
-    # absolute differences of near-zero mean scores, with or without spectral norm)
-    for key in ("critic_loss", "generator_loss", "gradient_penalty", "wasserstein_estimate"):
-        assert one[key] == pytest.approx(eight[key], rel=1e-3, abs=1e-5), key
-    for key in ("grad_norm/critic", "grad_norm/generator", "input_grad_norm/interp_mean"):
+    # What the first critic update sees: its gradients, before any optimizer step.
+    for key in ("critic_loss", "gradient_penalty", "wasserstein_estimate", "grad_norm/critic",
+                "grad_norm/generator", "input_grad_norm/interp_mean"):
         assert one[key] == pytest.approx(eight[key], rel=1e-5), key
-    # after the first iteration (later, Adam turns float re-association near zero gradients
-    # into full-size steps, as without spectral norm)
-    one, _, _ = _restore(case, out / f"d1_{case}_1.msgpack")
+    # The generator's loss is read after the n_critic Adam updates: a near-zero mean score
+    # (~5e-5 on the MLP) that moves with the components described below.
+    assert one["generator_loss"] == pytest.approx(eight["generator_loss"], abs=1e-4)
+    # The weights after the first iteration are equal to float rounding except where Adam's
+    # first step, lr * g / (|g| + eps) ~ lr * sign(g), meets a gradient component at rounding
+    # level (measured: 5 of the MLP's 2209 critic weights, a bias feeding the last layer):
+    # those differ by at most one step per critic update, never more.
+    one, _, c = _restore(case, out / f"d1_{case}_1.msgpack")
     eight, _, _ = _restore(case, out / f"d8_{case}_1.msgpack")
     assert jax.tree.leaves(one["d_state"][SPECTRAL_COLLECTION])
     for part in ("d_params", "d_state", "g_params"):
         a = np.concatenate([np.ravel(x) for x in jax.tree.leaves(one[part])]).astype(np.float64)
         b = np.concatenate([np.ravel(x) for x in jax.tree.leaves(eight[part])]).astype(np.float64)
-        assert np.linalg.norm(a - b) <= 1e-5 * np.linalg.norm(a), part
+        apart = np.abs(a - b) > 1e-6 + 1e-5 * np.abs(a)
+        assert apart.mean() <= 0.01, (part, int(apart.sum()), a.size)
+        assert np.abs(a - b).max() <= 2 * c.n_critic * max(c.critic_lr, c.generator_lr), part
 
 
 @pytest.mark.slow
