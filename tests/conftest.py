@@ -61,5 +61,17 @@ def run_module(args: list[str], devices: int = 1, timeout: float = 1800, cwd: st
 
 
 @pytest.fixture
+def assert_one_error_line(result, words: list[str]) -> str:
+    """A command that refused its input: exit 2, no traceback, exactly one non-empty stderr
+    line `error: ...` holding each of `words`; returns the line."""
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
 def repo() -> str:
     return REPO

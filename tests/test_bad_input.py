@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import run_module
+from conftest import assert_one_error_line, run_module
 
 pytestmark = pytest.mark.slow  # subprocesses or whole runs
 
@@ -31,12 +31,7 @@ SOURCES = {"file": ["--config=configs/digits.py"], "embedded": []}
 
 
 def _assert_clean_failure(result, workdir: str, words: list[str]) -> None:
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback" not in result.stderr, result.stderr[-2000:]
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
-    for word in words:
-        assert word in lines[0], lines[0]
+    assert_one_error_line(result, words)
     assert not os.path.exists(workdir), os.listdir(workdir)
 
 

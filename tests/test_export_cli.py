@@ -17,7 +17,7 @@ import jax
 import jaxlib
 import numpy as np
 import pytest
-from conftest import REPO, run_module
+from conftest import REPO, assert_one_error_line, run_module
 
 pytestmark = pytest.mark.slow  # subprocesses, a trained run, a virtual environment
 
@@ -184,12 +184,7 @@ def test_bad_input_is_one_line_and_writes_nothing(trained, tmp_path, case, args,
     if not any(a.startswith("--out") for a in args):
         args.append(f"--out={out}")
     result = run_module(["wgan_jax.export", f"--workdir={workdir}", *args])
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback" not in result.stderr, result.stderr[-2000:]
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
-    for word in words:
-        assert word in lines[0], lines[0]
+    assert_one_error_line(result, words)
     assert sorted(os.listdir(workdir)) == before
     assert not os.path.exists(tmp_path / "out")
     assert (tmp_path / "file").read_text() == ""
