@@ -78,25 +78,11 @@ def matmul_peak(sizes: tuple[int, ...] = (512, 1024, 2048), repeats: int = 5, *,
 
 def model_flops(config, compiled: bool = False) -> float:
     """FLOPs of one generator iteration of `config`'s network (module docstring), on one
-    device; `compiled` counts the optimised program (slow for large models)."""
-    import jax
-    import numpy as np
+    device at the config's global batch (`compile_check.model_flops`, which the TPU compile
+    check shares); `compiled` counts the optimised program (slow for large models)."""
+    from wgan_jax.compile_check import model_flops as network_flops
 
-    from wgan_jax.config import data_shape
-    from wgan_jax.state import create_train_state
-    from wgan_jax.step import StepConfig, make_mesh, make_train_step
-    from wgan_jax.train import build_gan
-
-    config = config.copy_and_resolve_references()
-    config.model.conv_impl = "xla"
-    shape = data_shape(config)
-    gan = build_gan(config)
-    state = jax.eval_shape(lambda: create_train_state(gan, shape, 0, config.ema_decay > 0,
-                                                        check=False))
-    real = jax.ShapeDtypeStruct((config.n_critic, config.global_batch_size, *shape), np.float32)
-    step = make_train_step(StepConfig.from_config(config), make_mesh(jax.devices()[:1]), gan,
-                           unroll_critic=True)
-    return count_flops(step, state, real, compiled=compiled)
+    return network_flops(config, int(config.global_batch_size), compiled=compiled)
 
 
 def measure(config, iters: int, warmup: int) -> dict:

@@ -60,7 +60,6 @@ def run_module(args: list[str], devices: int = 1, timeout: float = 1800, cwd: st
     )
 
 
-@pytest.fixture
 def assert_one_error_line(result, words: list[str]) -> str:
     """A command that refused its input: exit 2, no traceback, exactly one non-empty stderr
     line `error: ...` holding each of `words`; returns the line."""
@@ -73,5 +72,6 @@ def assert_one_error_line(result, words: list[str]) -> str:
     return lines[0]
 
 
+@pytest.fixture
 def repo() -> str:
     return REPO

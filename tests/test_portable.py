@@ -107,20 +107,21 @@ def test_a_conditional_program_takes_labels(tmp_path):
 
 
 def test_auto_convolutions_are_resolved_for_each_platform(run):
-    """"auto" is "matmul" on CPU (no convolution ops) and "s2d" on GPUs and TPUs (stride-1
-    convolutions): the program holds both variants and XLA picks the platform's."""
+    """"auto" is "matmul" on CPU (no convolution ops), "s2d" on GPUs (stride-1 convolutions)
+    and "xla" on TPUs: the program holds one variant per distinct trace and XLA picks the
+    platform's."""
     def convolutions(platforms: tuple[str, ...]) -> tuple[int, list]:
         exported = portable.export_generator(run, platforms=platforms)
         text = _load(exported).mlir_module()
         return text.count("stablehlo.convolution"), exported.metadata["platform_variants"]
 
     assert convolutions(("cpu",)) == (0, [["cpu"]])
-    tpu, variants = convolutions(("tpu", "cuda"))
-    assert tpu > 0 and variants == [["tpu", "cuda"]]
+    tpu, variants = convolutions(("tpu",))
+    assert tpu > 0 and variants == [["tpu"]]
     both, variants = convolutions(("cpu", "cuda", "tpu"))
-    assert both > 0 and variants == [["cpu"], ["cuda", "tpu"]]
+    assert both > tpu and variants == [["cpu"], ["cuda"], ["tpu"]]
     meta = portable.export_generator(run).metadata
-    assert meta["conv_impl"] == {"cpu": "matmul", "cuda": "s2d", "tpu": "s2d"}
+    assert meta["conv_impl"] == {"cpu": "matmul", "cuda": "s2d", "tpu": "xla"}
 
 
 def test_an_explicit_conv_impl_is_one_variant_for_every_platform():

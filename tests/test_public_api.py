@@ -48,12 +48,14 @@ PUBLIC = (
     # a run: its records, health rules, plan, loop policies, checkpoints; loading; training
     "health", "records", "run_config", "eval_plan", "policies", "plots", "checkpoint", "runs",
     "train", "portable",
+    # TPU slices and a run compiled for one without it
+    "targets", "compile_check",
 )
 INTERNAL = (
     "augment_policy", "cli", "fs", "progress", "hlo_stats", "checkpoint_agreement",
     "checkpoint_best", "checkpoint_content", "workdir_lock", "faults", "peers", "supervisor",
 )
-FACES = ("main", "sample", "evaluate", "diagnose", "export")
+FACES = ("main", "sample", "evaluate", "diagnose", "export", "compile")
 
 
 def _all_modules() -> set[str]:

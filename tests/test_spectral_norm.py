@@ -219,10 +219,13 @@ def runs(tmp_path_factory):
 def test_one_and_eight_devices_agree(case, runs):
     out, first = runs
     one, eight = first[1][case], first[8][case]
-    # What the first critic update sees: its gradients, before any optimizer step.
+    # The critic's metrics are the mean over its n_critic = 2 updates, and the second one
+    # follows Adam's first step, which turns gradient components at rounding level into whole
+    # steps (below): equal to 1e-3 (measured: 8e-5 on the MLP's critic loss on one run, under
+    # 1e-5 on another). The exactness itself is judged on the weights after the iteration.
     for key in ("critic_loss", "gradient_penalty", "wasserstein_estimate", "grad_norm/critic",
                 "grad_norm/generator", "input_grad_norm/interp_mean"):
-        assert one[key] == pytest.approx(eight[key], rel=1e-5), key
+        assert one[key] == pytest.approx(eight[key], rel=1e-3), key
     # The generator's loss is read after the n_critic Adam updates: a near-zero mean score
     # (~5e-5 on the MLP) that moves with the components described below.
     assert one["generator_loss"] == pytest.approx(eight["generator_loss"], abs=1e-4)

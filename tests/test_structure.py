@@ -23,7 +23,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the loop's policies
     "base": ("fs", "plots", "records", "progress", "hlo_stats", "cli", "health", "run_config",
              "eval_plan", "metrics", "data", "policies", "checkpoint_best", "faults",
-             "supervisor"),
+             "supervisor", "targets"),
     # JAX, pure: networks, losses, penalties, the state, sampling controls
     "core": ("precision", "augment", "losses", "penalties", "diagnostics", "models", "state",
              "sampling", "jacobian_truncation"),
@@ -31,9 +31,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "edges": ("input_pipeline", "checkpoint", "checkpoint_agreement", "checkpoint_content",
               "workdir_lock", "peers"),
     "evaluation": ("evaluators",),
-    "runs": ("runs", "portable"),
+    "runs": ("runs", "portable", "compile_check"),
     "trainer": ("train",),
-    "faces": ("main", "sample", "evaluate", "diagnose", "export"),
+    "faces": ("main", "sample", "evaluate", "diagnose", "export", "compile"),
 }
 FACES = LAYERS["faces"]
 LEVEL = {name: level for level, names in enumerate(LAYERS.values()) for name in names}

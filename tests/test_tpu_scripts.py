@@ -138,7 +138,8 @@ CASES = [
     ),
     (
         "launch.sh",
-        ["--workdir", "gs://bucket/run1", "--", "--config.seed=3", "--note=a b"],
+        ["--workdir", "gs://bucket/run1", "--skip-compile-check", "--", "--config.seed=3",
+         "--note=a b"],
         [SSH + ["--worker=all", "--command=" + LAUNCH_REMOTE]],
     ),
     ("logs.sh", [], [SSH + ["--worker=0", "--command=tail -n 100 -F $HOME/wgan_jax.log"]]),
@@ -197,12 +198,48 @@ def test_flags_override_environment(env):
 
 
 def test_launch_settings_from_environment(env):
-    env = dict(env, WORKDIR="gs://b/r", CONFIG="configs/other.py", PYTHON="python3.11")
+    env = dict(env, WORKDIR="gs://b/r", CONFIG="configs/other.py", PYTHON="python3.11",
+               SKIP_COMPILE_CHECK="1")
     (command,) = _commands("launch.sh", [], env, False)
     assert command[-1] == (
         "--command=cd wgan_jax && { nohup python3.11 -m wgan_jax.main --config configs/other.py "
         "--workdir gs://b/r > $HOME/wgan_jax.log 2>&1 < /dev/null & echo $! > $HOME/wgan_jax.pid; }"
     )
+
+
+FAKE_PYTHON = """#!/usr/bin/env bash
+echo "$*" >> "$FAKE_PYTHON_LOG"
+exit "$FAKE_PYTHON_STATUS"
+"""
+
+
+def test_launch_runs_the_compile_check_first(env):
+    # The slice's accelerator type, the config and main's --config.* overrides (only those).
+    env = dict(env, ACCELERATOR_TYPE="v5litepod-16")
+    result = _run("launch.sh", ["--workdir", "gs://b/r", "--", "--config.seed=3", "--note=x"],
+                  env, dry_run=True)
+    assert result.returncode == 0, result.stderr
+    first, ssh = (shlex.split(line) for line in result.stdout.splitlines())
+    assert first == ["python3", "-m", "wgan_jax.compile", "--config", "configs/tpu_cifar10.py",
+                     "--topology", "v5litepod-16", "--config.seed=3"]
+    assert ssh[:2] == ["gcloud", "compute"] and "--note=x" in ssh[-1]
+
+
+@pytest.mark.parametrize("status", [0, 2])
+def test_a_refused_compile_check_launches_nothing(env, tmp_path, status):
+    fake = tmp_path / "bin" / "fake-python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    env = dict(env, LOCAL_PYTHON=str(fake), FAKE_PYTHON_LOG=str(tmp_path / "python.log"),
+               FAKE_PYTHON_STATUS=str(status))
+    result = _run("launch.sh", ["--workdir", "gs://b/r"], env, dry_run=False)
+    assert (tmp_path / "python.log").read_text().startswith("-m wgan_jax.compile --config")
+    launched = Path(env["FAKE_GCLOUD_LOG"]).exists()
+    if status == 0:
+        assert result.returncode == 0 and launched, result.stderr
+    else:
+        assert result.returncode == 2 and not launched
+        assert "nothing was launched" in result.stderr
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "fake-gcloud"])

@@ -13,9 +13,11 @@ import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
+import ml_collections
 from absl import flags
+from ml_collections import config_flags
 
-from wgan_jax.config import unknown_key_message, unknown_override
+from wgan_jax.config import check_schema, unknown_key_message, unknown_override
 from wgan_jax.errors import UserError
 
 # The faces' exit statuses, in one place (docs/command-line.md#exit-statuses).
@@ -90,6 +92,64 @@ def with_config_file(argv: list[str], default_path: str) -> list[str]:
         if arg == "--":
             break
     return [argv[0], f"--config={default_path}", *argv[1:]]
+
+
+def define_config_flag() -> flags.FlagHolder:
+    """`--config FILE` with `--config.key=value` overrides (once per process: a face that
+    takes a run's config, `main` or `compile`, calls it at import; `parse_config_flags`
+    names the embedded default when it is absent)."""
+    return config_flags.DEFINE_config_file(
+        "config", None,
+        "Config file (configs/NAME.py); default: the embedded default. Override keys with "
+        "--config.key=value.",
+        lock_config=True,
+    )
+
+
+def parse_config_flags(argv: list[str]) -> list[str]:
+    """`parse_flags` over the config file (the embedded default when none is named): a config
+    file that does not run (a syntax error, an exception in `get_config`) is one line naming
+    the file and the error, not a traceback."""
+    from wgan_jax import default_config
+
+    argv = with_config_file(argv, default_config.__file__)
+    try:
+        return parse_flags(argv)
+    except Exception as error:  # noqa: BLE001 - whatever the user's config file raised
+        fail(f"cannot load config file {_config_path(argv)}: {type(error).__name__}: "
+             f"{first_line(error)}")
+    return []
+
+
+def _config_path(argv: list[str]) -> str:
+    """The `--config` file named in `argv` (without a `:override` suffix)."""
+    for i, arg in enumerate(argv[1:], 1):
+        name, eq, value = arg.lstrip("-").partition("=")
+        if arg.startswith("-") and name == "config":
+            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            return value.split(":", 1)[0]
+    return "?"
+
+
+def load_config(holder: flags.FlagHolder,
+                validate: Callable[[ml_collections.ConfigDict], Any] | None = None
+                ) -> ml_collections.ConfigDict:
+    """The `--config` file's config, its schema checked (and `validate`d); else one line and
+    exit status 2."""
+    path = flags.FLAGS["config"].config_filename  # type: ignore[attr-defined]
+    try:
+        config = holder.value
+        config.get("seed")  # a config file that failed to load raises here
+    except (flags.Error, OSError, AttributeError, KeyError, TypeError, ValueError) as error:
+        reason = [line.strip() for line in str(error).splitlines() if line.strip()][-1]
+        fail(f"cannot load config file {path}: {reason}")
+    try:
+        check_schema(config, f"config file {path}")
+        if validate is not None:
+            validate(config)
+    except UserError as error:
+        fail(first_line(error))
+    return config
 
 
 def parse_flags(argv: list[str]) -> list[str]:

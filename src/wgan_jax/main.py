@@ -11,21 +11,14 @@ import sys
 from typing import cast
 
 from absl import app, flags
-from ml_collections import config_flags
 
-from wgan_jax import cli, default_config, supervisor
-from wgan_jax.config import check_schema, validate_faults
-from wgan_jax.errors import StoppedDuringSetup, UserError
+from wgan_jax import cli, supervisor
+from wgan_jax.config import validate_faults
+from wgan_jax.errors import StoppedDuringSetup
 
 # No default here: `run` names the embedded default file when `--config` is absent, so that
 # it goes through the same loading, overrides and validation as a user's file.
-_CONFIG = config_flags.DEFINE_config_file(
-    "config",
-    None,
-    "Config file (configs/NAME.py); default: the embedded default. Override keys with "
-    "--config.key=value.",
-    lock_config=True,
-)
+_CONFIG = cli.define_config_flag()
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics, samples.")
 _COORDINATOR = flags.DEFINE_string(
     "coordinator_address", None, "HOST:PORT of process 0 for multi-host runs (not on TPU pods)."
@@ -104,7 +97,8 @@ def _main() -> int:
     if _multi_process():
         # A parent that outlives the trainer: it says in one line what JAX's C++ runtime
         # cannot (a lost coordinator ends the others at once, without a word of Python).
-        status = supervisor.supervise(cast(str, _WORKDIR.value), _process_name(), _NUM_PROCESSES.value)
+        status = supervisor.supervise(cast(str, _WORKDIR.value), _process_name(),
+                                      _NUM_PROCESSES.value)
         if status is not None:
             return status
     _initialize_distributed(config.faults.peer_timeout_seconds)
@@ -120,46 +114,11 @@ def _main() -> int:
 def _load_config():
     """The config file's config, its schema checked and its `faults` bounds validated (they
     are needed before the processes connect); else one line and exit status 2."""
-    path = flags.FLAGS["config"].config_filename  # type: ignore[attr-defined]
-    try:
-        config = _CONFIG.value
-        config.get("seed")  # a config file that failed to load raises here
-    except (flags.Error, OSError, AttributeError, KeyError, TypeError, ValueError) as error:
-        reason = [line.strip() for line in str(error).splitlines() if line.strip()][-1]
-        cli.fail(f"cannot load config file {path}: {reason}")
-    try:
-        check_schema(config, f"config file {path}")
-        validate_faults(config)
-    except UserError as error:
-        cli.fail(cli.first_line(error))
-    return config
-
-
-def _parse_flags(argv: list[str]) -> list[str]:
-    """`cli.parse_flags` over the config file (the embedded default when none is named); a
-    config file that does not run (a syntax error, an exception in `get_config`) is one line
-    naming the file and the error, not a traceback."""
-    argv = cli.with_config_file(argv, default_config.__file__)
-    try:
-        return cli.parse_flags(argv)
-    except Exception as error:  # noqa: BLE001 - whatever the user's config file raised
-        cli.fail(f"cannot load config file {_config_path(argv)}: {type(error).__name__}: "
-                 f"{cli.first_line(error)}")
-    return []
-
-
-def _config_path(argv: list[str]) -> str:
-    """The `--config` file named in `argv` (without a `:override` suffix)."""
-    for i, arg in enumerate(argv[1:], 1):
-        name, eq, value = arg.lstrip("-").partition("=")
-        if arg.startswith("-") and name == "config":
-            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-            return value.split(":", 1)[0]
-    return "?"
+    return cli.load_config(_CONFIG, validate_faults)
 
 
 def run() -> None:
-    app.run(main, flags_parser=_parse_flags)
+    app.run(main, flags_parser=cli.parse_config_flags)
 
 
 if __name__ == "__main__":

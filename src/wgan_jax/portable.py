@@ -27,7 +27,7 @@ What the program computes is what `sample` computes, bit for bit on CPU for the 
   exactly, for every input, and XLA compiles what `sample` runs.
 * A convolution impl of "auto" (`model.conv_impl`, `models.layers`) is resolved for each
   target platform, not for the machine that exports: the program holds one variant per
-  distinct trace ("matmul" on CPU, "s2d" on GPUs and TPUs for the built-in DCGANs), chosen
+  distinct trace ("matmul" on CPU, "s2d" on GPUs, "xla" on TPUs for the built-in DCGANs), chosen
   when it is compiled (`jax.lax.platform_dependent`). On each platform the program computes
   what `sample` computes there.
 

@@ -25,7 +25,9 @@ Each has an ``impl`` attribute choosing how the SAME function is computed:
   convolution kernels; a custom JVP (`_matmul`) keeps the weight gradients row-major
   products (see benchmarks/README.md).
 * ``"auto"`` (default): the platform's entry of `AUTO_IMPLS`: "matmul" on CPU (measured),
-  "s2d" on GPU and TPU (not measured there yet), "xla" elsewhere. The platform is the default
+  "xla" on TPU (the TPU compiler's own estimate: "s2d" 2.2 and "matmul" 3.3 times its cycles
+  for the DCGAN-64, benchmarks/tpu_compile.py), "s2d" on GPU (not measured there yet), "xla"
+  elsewhere. The platform is the default
   backend's, or the one `auto_resolved_for` names while a program for another platform is
   traced (`wgan_jax.portable` lowers a generator for several platforms at once).
 
@@ -135,7 +137,7 @@ def up_kernel_s2d(kernel: jax.Array) -> jax.Array:
 # fastest). cpu: measured (benchmarks/README.md). gpu and tpu: NOT measured yet; "s2d" (only
 # stride-1 convolutions remain) until the benchmark is run there (docs/accelerators.md).
 # Platforms not listed get XLA's own convolutions.
-AUTO_IMPLS = {"cpu": "matmul", "gpu": "s2d", "tpu": "s2d"}
+AUTO_IMPLS = {"cpu": "matmul", "gpu": "s2d", "tpu": "xla"}
 
 
 def auto_impl(platform: str) -> str:
