@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 __all__ = ["feature_stats", "fid_from_stats", "fid_from_features"]
 
@@ -18,6 +17,8 @@ def feature_stats(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _sqrtm(a: np.ndarray) -> np.ndarray:
     """Matrix square root; non-finite entries signal failure to the caller."""
+    import scipy.linalg  # here: 0.1 s to import, and a process that never scores needs none
+
     with np.errstate(all="ignore"):
         return scipy.linalg.sqrtm(a)
 

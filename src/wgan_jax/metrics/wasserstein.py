@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.optimize
-import scipy.spatial.distance
 
 __all__ = ["wasserstein1_exact"]
 
@@ -27,6 +25,9 @@ def wasserstein1_exact(x: np.ndarray, y: np.ndarray) -> float:
         raise ValueError(f"exact W1 needs equal sample sizes, got {x.shape[0]} and {y.shape[0]}")
     if x.shape[0] == 0:
         raise ValueError("samples are empty")
+    import scipy.optimize  # here: 0.25 s to import, and most processes never call this
+    import scipy.spatial.distance
+
     cost = scipy.spatial.distance.cdist(x, y, metric="euclidean")
     rows, cols = scipy.optimize.linear_sum_assignment(cost)
     return float(cost[rows, cols].mean())
