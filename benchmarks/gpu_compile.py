@@ -13,10 +13,9 @@ xla/tools/hlo_opt/gpu_specs/h100_sxm.txtpb):
         platform="cuda", topology="1x1x8", target_config=H100_SXM).devices
 
 (`topology` is "<partitions>x<hosts per partition>x<GPUs per host>"). The step is the one
-`wgan_jax.compile_check.compile_step` builds for a TPU slice: all GPUs on the data axis
-(`make_mesh`), the state abstract (`runs.abstract_train_state`), `step.make_train_step`,
-"auto" impls resolved for "gpu" (`layers.auto_resolved_for`), at the config's (or each of
-`--precisions`') matmul precision, `--per_gpu_batch` examples per GPU.
+`wgan_jax.compile_check` lowers for a TPU slice (`compile_check.lower_step`): all GPUs on the
+data axis (`make_mesh`), the state abstract, "auto" impls resolved for "gpu", at the
+config's (or each of `--precisions`') matmul precision, `--per_gpu_batch` examples per GPU.
 
 Prints a markdown table, one row per config, GPU count and precision: lowering and compile
 seconds; memory_analysis per GPU (arguments, outputs, temporaries, generated code) and its
@@ -45,20 +44,18 @@ from collections import Counter  # noqa: E402
 
 import jax  # noqa: E402
 from jax.experimental import topologies  # noqa: E402
-from jax.sharding import NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from wgan_jax import hlo_stats, precision  # noqa: E402
+from wgan_jax import hlo_stats  # noqa: E402
 from wgan_jax.compile_check import (  # noqa: E402
-    class_frequencies,
+    lower_step,
+    memory_of,
     minimum_allreduce,
     model_flops,
-    real_spec,
 )
 from wgan_jax.config import get_config_schema  # noqa: E402
 from wgan_jax.models import layers  # noqa: E402
-from wgan_jax.runs import abstract_train_state, build_gan  # noqa: E402
-from wgan_jax.step import StepConfig, make_mesh, make_train_step  # noqa: E402
+from wgan_jax.runs import build_gan  # noqa: E402
+from wgan_jax.step import make_mesh  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -144,15 +141,11 @@ def compile_case(name: str, gpus: int, per_gpu_batch: int, matmul_precision: str
         config.matmul_precision = matmul_precision
     gan = build_gan(config)
     mesh = make_mesh(gpu_devices(gpus))
-    step_config = StepConfig.from_config(config, class_frequencies(config))
-    with layers.auto_resolved_for("gpu"), precision.scope(config.matmul_precision):
+    with layers.auto_resolved_for("gpu"):
         conv_impl = layers.resolve_impl(config.model.conv_impl)
-        start = time.perf_counter()
-        state = abstract_train_state(gan, config, mesh)
-        real = real_spec(config, per_gpu_batch * gpus,
-                          NamedSharding(mesh, P(None, step_config.axis_name)))
-        lowered = make_train_step(step_config, mesh, gan).lower(state, real)
-        lower_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    lowered = lower_step(config, mesh, per_gpu_batch, gan, "gpu")
+    lower_seconds = time.perf_counter() - start
     start = time.perf_counter()
     compiled = lowered.compile()
     compile_seconds = time.perf_counter() - start
@@ -162,7 +155,6 @@ def compile_case(name: str, gpus: int, per_gpu_batch: int, matmul_precision: str
         path = os.path.join(hlo_dir, f"{name}_{gpus}gpu_{config.matmul_precision}.hlo")
         with open(path, "w") as f:
             f.write(text)
-    memory = compiled.memory_analysis()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) and cost else cost
     lowered_cost = lowered.cost_analysis()  # None too for these devices
@@ -172,13 +164,7 @@ def compile_case(name: str, gpus: int, per_gpu_batch: int, matmul_precision: str
         "matmul_precision": config.matmul_precision, "compute_dtype": config.compute_dtype,
         "conv_impl": conv_impl, "lower_seconds": lower_seconds,
         "compile_seconds": compile_seconds,
-        "memory": {
-            "arguments": int(memory.argument_size_in_bytes),
-            "outputs": int(memory.output_size_in_bytes),
-            "aliased": int(memory.alias_size_in_bytes),
-            "temporaries": int(memory.temp_size_in_bytes),
-            "generated_code": int(memory.generated_code_size_in_bytes),
-        },
+        "memory": memory_of(compiled),
         "cost_analysis": None if cost is None else {k: float(v) for k, v in cost.items()
                                                       if k in ("flops", "bytes accessed")},
         "lowered_cost_analysis": lowered_cost,

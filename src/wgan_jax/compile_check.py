@@ -16,12 +16,11 @@ peaks (`targets.CHIPS`): a floor no implementation beats, not a prediction.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -44,7 +43,7 @@ from wgan_jax.targets import Target, devices, per_chip_batch, quiet_native_stder
 __all__ = ["check", "Report", "Program", "DoesNotFit", "model_flops", "largest_batch",
            "compile_step", "format_report", "matmul_passes",
            "time_bound", "generator_batches", "real_spec", "class_frequencies",
-           "minimum_allreduce"]
+           "minimum_allreduce", "lower_step", "memory_of"]
 
 PICTURE_BATCH = 64  #: the trainer's sample grid (1000 points for a toy dataset)
 TOY_PICTURE_BATCH = 1000
@@ -129,13 +128,6 @@ def matmul_passes(compute_dtype: str, matmul_precision: str) -> int:
     return {"default": 1, "high": 3, "highest": 6}[matmul_precision]
 
 
-@contextlib.contextmanager
-def _for_tpu(config: ml_collections.ConfigDict) -> Iterator[None]:
-    """Traces as for a TPU: "auto" impls resolved for it, at the config's precision."""
-    with layers.auto_resolved_for("tpu"), precision.scope(config.matmul_precision):
-        yield
-
-
 def class_frequencies(config: ml_collections.ConfigDict) -> tuple[float, ...]:
     """Equal class frequencies for a class-conditional config's data (() otherwise): the
     step's shapes, without reading the data."""
@@ -168,24 +160,43 @@ def _compile(name: str, batch: int, lower: Callable[[], Any], hbm: float) -> Pro
         available = float(found.group(3)) * _UNITS[found.group(4)] if found else hbm
         raise DoesNotFit(text.splitlines()[0], needed, available) from None
     seconds = time.perf_counter() - start
-    memory = compiled.memory_analysis()
     cost = compiled.cost_analysis()
     cost = (cost[0] if isinstance(cost, list) else cost) or {}
     module = hlo_stats.parse(compiled.as_text())
     matmuls = {" ".join(k): v for k, v in sorted(hlo_stats.matmul_ops(module).items())}
     return Program(
-        name=name, batch=batch, compile_seconds=seconds,
-        memory={
-            "arguments": int(memory.argument_size_in_bytes),
-            "outputs": int(memory.output_size_in_bytes),
-            "aliased": int(memory.alias_size_in_bytes),
-            "temporaries": int(memory.temp_size_in_bytes),
-            "generated_code": int(memory.generated_code_size_in_bytes),
-        },
+        name=name, batch=batch, compile_seconds=seconds, memory=memory_of(compiled),
         flops=float(cost.get("flops", 0.0)), bytes_accessed=float(cost.get("bytes accessed", 0.0)),
         allreduce=hlo_stats.allreduce_bytes(module), matmuls=matmuls,
         estimated_cycles=hlo_stats.estimated_cycles(module),
     )
+
+
+def memory_of(compiled: Any) -> dict[str, int]:
+    """A compiled program's `memory_analysis()` per device: arguments, outputs, aliased
+    (outputs sharing an argument's buffer), temporaries, generated code, in bytes."""
+    m = compiled.memory_analysis()
+    return {
+        "arguments": int(m.argument_size_in_bytes),
+        "outputs": int(m.output_size_in_bytes),
+        "aliased": int(m.alias_size_in_bytes),
+        "temporaries": int(m.temp_size_in_bytes),
+        "generated_code": int(m.generated_code_size_in_bytes),
+    }
+
+
+def lower_step(config: ml_collections.ConfigDict, mesh: Any, per_device_batch: int,
+               gan: GAN, platform: str, *, unroll_critic: bool = False) -> Any:
+    """The trainer's train step over every device of `mesh` at `per_device_batch` examples
+    per device, lowered as for `platform` ("auto" impls resolved for it; the step traces at
+    the config's precision itself), from abstract inputs: nothing is initialised."""
+    step_config = StepConfig.from_config(config, class_frequencies(config))
+    with layers.auto_resolved_for(platform):
+        state = abstract_train_state(gan, config, mesh)
+        real = real_spec(config, per_device_batch * mesh.devices.size,
+                         NamedSharding(mesh, P(None, step_config.axis_name)))
+        step = make_train_step(step_config, mesh, gan, unroll_critic=unroll_critic)
+        return step.lower(state, real)  # type: ignore[attr-defined]  # a jitted function
 
 
 def compile_step(config: ml_collections.ConfigDict, t: Target, per_chip_batch: int,
@@ -194,17 +205,10 @@ def compile_step(config: ml_collections.ConfigDict, t: Target, per_chip_batch: i
     when a chip cannot hold it)."""
     gan = gan or build_gan(config)
     mesh = make_mesh(devices(t))
-    step_config = StepConfig.from_config(config, class_frequencies(config))
-
-    def lower() -> Any:
-        with _for_tpu(config):
-            state = abstract_train_state(gan, config, mesh)
-            real = real_spec(config, per_chip_batch * t.chips,
-                             NamedSharding(mesh, P(None, step_config.axis_name)))
-            step = make_train_step(step_config, mesh, gan, unroll_critic=unroll_critic)
-            return step.lower(state, real)  # type: ignore[attr-defined]  # a jitted function
-
-    return _compile("train step", per_chip_batch, lower, t.chip.hbm_bytes)
+    return _compile("train step", per_chip_batch,
+                    lambda: lower_step(config, mesh, per_chip_batch, gan, "tpu",
+                                       unroll_critic=unroll_critic),
+                    t.chip.hbm_bytes)
 
 
 def _compile_generator(config: ml_collections.ConfigDict, t: Target, gan: GAN, name: str,
@@ -216,7 +220,7 @@ def _compile_generator(config: ml_collections.ConfigDict, t: Target, gan: GAN, n
     use_ema = config.ema_decay > 0
 
     def lower() -> Any:
-        with _for_tpu(config):
+        with layers.auto_resolved_for("tpu"), precision.scope(config.matmul_precision):
             state = abstract_train_state(gan, config, mesh)
             z = jax.ShapeDtypeStruct((batch, gan.z_dim), np.float32, sharding=replicated)
             labels = (jax.ShapeDtypeStruct((batch,), np.int32, sharding=replicated)
@@ -236,15 +240,9 @@ def model_flops(config: ml_collections.ConfigDict, per_chip_batch: int,
     instead of the lowered one (slow for large models)."""
     config = config.copy_and_resolve_references()
     config.model.conv_impl = "xla"
-    gan = build_gan(config)
-    shape = data_shape(config)
-    state = jax.eval_shape(lambda: create_train_state(gan, shape, 0, config.ema_decay > 0,
-                                                        check=False))
     mesh = make_mesh(jax.devices()[:1])
-    step = make_train_step(StepConfig.from_config(config, class_frequencies(config)), mesh,
-                           gan, unroll_critic=True)
-    real = real_spec(config, per_chip_batch, NamedSharding(mesh, P(None, "data")))
-    lowered = step.lower(state, real)  # type: ignore[attr-defined]
+    lowered = lower_step(config, mesh, per_chip_batch, build_gan(config),
+                         mesh.devices.flat[0].platform, unroll_critic=True)
     cost = lowered.compile().cost_analysis() if compiled else lowered.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     return float(cost.get("flops", 0.0)) if cost else 0.0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -182,8 +183,10 @@ def quiet_native_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+@functools.cache
 def devices(t: Target) -> list[Any]:
-    """The compile-only devices of slice `t` (one per chip), in libtpu's order."""
+    """The compile-only devices of slice `t` (one per chip), in libtpu's order; asked of
+    libtpu once per slice (a check compiles several programs for it)."""
     require_libtpu()
     from jax.experimental import topologies
 
