@@ -22,11 +22,9 @@ HAVE_LIBTPU = importlib.util.find_spec("libtpu") is not None
 if not HAVE_LIBTPU and os.environ.get("WGAN_JAX_REQUIRE_LIBTPU") == "1":
     raise RuntimeError("libtpu is missing and WGAN_JAX_REQUIRE_LIBTPU=1: install the test "
                        "extra (pip install -e '.[test]'), which brings JAX's tpu extra")
-_SKIP = pytest.mark.skipif(not HAVE_LIBTPU, reason="libtpu (JAX's tpu extra) is not "
-                           "installed: pip install -e '.[test]'")
-
-
-needs_libtpu = _SKIP  # (the compiles are the slow tier's: about 80 s for this file on 2 cores)
+# The compiling tests are the slow tier's too: about 80 s for this file on 2 cores.
+needs_libtpu = pytest.mark.skipif(not HAVE_LIBTPU, reason="libtpu (JAX's tpu extra) is not "
+                                  "installed: pip install -e '.[test]'")
 
 
 @pytest.mark.parametrize("name, generation, shape, chips, hosts", [

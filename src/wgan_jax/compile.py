@@ -1,5 +1,5 @@
 """`python -m wgan_jax.compile --config CFG --topology v5e:16x16 [--config.key=value ...]
-[--json] [--no-generators]`: a run compiled for a TPU slice before it is booked.
+[--json] [--nogenerators]`: a run compiled for a TPU slice before it is booked.
 
 Builds the programs the trainer runs on every chip of the slice (the train step, all chips
 on the data axis and the config's global batch split over them, platform choices resolved

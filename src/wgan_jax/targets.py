@@ -167,9 +167,9 @@ def require_libtpu() -> None:
 
 @contextlib.contextmanager
 def quiet_native_stderr() -> Iterator[None]:
-    """Inside, libtpu's C++ messages (to the file `isolated` names, else nowhere), e.g. its
-    warnings (no TPU_WORKER_HOSTNAMES, no accelerator type: true and
-    harmless for a compile-only client) written to file descriptor 2 are dropped."""
+    """Inside, what is written to file descriptor 2 (libtpu's C++ messages: its warnings of
+    no TPU_WORKER_HOSTNAMES and no accelerator type, true and harmless for a compile-only
+    client, and its fatal check failures) goes to the file `isolated` names, else nowhere."""
     if os.environ.get("WGAN_JAX_VERBOSE"):
         yield
         return
