@@ -276,9 +276,10 @@ def run_table(args) -> None:
     if bad:
         sys.exit(f"error: unknown {', '.join(bad)}; sides from {', '.join(SIDES)}, models from "
                  f"{', '.join(MODELS)}")
-    note = torch_status(args.override) if any(s.startswith("torch") for s in sides) else ""
-    device = set_torch_precision(args.precision) if not note else "cpu"
-    if not note and platform == "gpu" and device != "cuda":
+    with_torch = any(s.startswith("torch") for s in sides)
+    note = torch_status(args.override) if with_torch else ""
+    device = set_torch_precision(args.precision) if with_torch and not note else "cpu"
+    if with_torch and not note and platform == "gpu" and device != "cuda":
         note = "torch sees no CUDA device: PyTorch columns skipped"
     runners = {m: build_sides(m, sides, args.precision, args.override, note, device)
                for m in args.models}

@@ -49,11 +49,15 @@ def run_json(code: str, *argv: str, devices: int = 1, timeout: float = 1800):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def run_module(args: list[str], devices: int = 1, timeout: float = 1800, cwd: str | None = None):
-    """Runs `python -m ...args` with `devices` CPU devices; returns CompletedProcess."""
+def run_module(args: list[str], devices: int = 1, timeout: float = 1800, cwd: str | None = None,
+               jax_platforms: str | None = "cpu"):
+    """Runs `python -m ...args` with `devices` CPU devices; returns CompletedProcess.
+    `jax_platforms=None` leaves JAX_PLATFORMS unset, as a user's shell has it."""
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    env["JAX_PLATFORMS"] = "cpu"
+    env.pop("JAX_PLATFORMS", None)
+    if jax_platforms is not None:
+        env["JAX_PLATFORMS"] = jax_platforms
     return subprocess.run(
         [sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout,
         env=env, cwd=cwd or REPO,

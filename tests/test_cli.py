@@ -71,3 +71,41 @@ def test_existing_workdir_is_left_untouched_on_bad_input(tmp_path):
     assert result.returncode == 2
     assert sorted(os.listdir(workdir)) == ["metrics.jsonl"]
     assert (workdir / "metrics.jsonl").read_text() == '{"step": 1}\n'
+
+
+def _only_cpu_here(monkeypatch, *, installed: tuple[str, ...], vendors: tuple[str, ...],
+                   env: dict[str, str] | None = None) -> bool:
+    import importlib.util
+
+    from wgan_jax import cli
+
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    monkeypatch.delenv("JAX_FORCE_TPU_INIT", raising=False)
+    for key, value in (env or {}).items():
+        monkeypatch.setenv(key, value)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name in installed else
+                        (None if name in ("libtpu", *cli._GPU_PLUGINS) else find_spec(name, *a)))
+    files = []
+    for i, vendor in enumerate(vendors):
+        path = os.path.join(os.environ["PYTEST_TMP"], f"vendor{i}")
+        with open(path, "w") as f:
+            f.write(vendor + "\n")
+        files.append(path)
+    monkeypatch.setattr(cli.glob, "glob", lambda pattern: files)
+    return cli.only_cpu_here()
+
+
+def test_libtpu_without_a_tpu_leaves_jax_only_the_cpu(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTEST_TMP", str(tmp_path))
+    nvme, gpu = "0x144d", "0x10de"
+    assert _only_cpu_here(monkeypatch, installed=("libtpu",), vendors=(nvme, gpu))
+    assert not _only_cpu_here(monkeypatch, installed=(), vendors=(nvme,))
+    assert not _only_cpu_here(monkeypatch, installed=("libtpu",), vendors=(nvme, "0x1ae0"))
+    assert not _only_cpu_here(monkeypatch, installed=("libtpu", "jax_cuda12_plugin"),
+                              vendors=(gpu,))
+    assert not _only_cpu_here(monkeypatch, installed=("libtpu",), vendors=(),
+                              env={"JAX_PLATFORMS": "tpu"})
+    assert not _only_cpu_here(monkeypatch, installed=("libtpu",), vendors=(),
+                              env={"JAX_FORCE_TPU_INIT": "1"})

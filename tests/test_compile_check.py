@@ -50,6 +50,35 @@ def test_unknown_slice_names_are_refused_naming_the_forms(name):
         targets.target(name)
 
 
+def test_flops_are_counted_on_the_cpu_and_never_read_as_zero(monkeypatch):
+    # On a GPU the lowered step reports no cost analysis: the GPU table once printed 0 GFLOP.
+    from wgan_jax import compile_check
+    from wgan_jax.default_config import get_config
+
+    seen = {}
+
+    class Lowered:
+        def __init__(self, cost):
+            self.cost = cost
+
+        def cost_analysis(self):
+            return self.cost
+
+    def lower_step(config, mesh, batch, gan, platform, *, unroll_critic=False):
+        seen.update(platforms={d.platform for d in mesh.devices.flat}, platform=platform,
+                    unroll=unroll_critic)
+        return Lowered(seen["cost"])
+
+    monkeypatch.setattr(compile_check, "lower_step", lower_step)
+    seen["cost"] = {"flops": 3.0e9}
+    assert compile_check.model_flops(get_config(), 8) == 3.0e9
+    assert seen == {"platforms": {"cpu"}, "platform": "cpu", "unroll": True,
+                    "cost": {"flops": 3.0e9}}
+    seen["cost"] = None
+    with pytest.raises(RuntimeError, match="no FLOPs"):
+        compile_check.model_flops(get_config(), 8)
+
+
 def test_a_batch_that_does_not_split_over_the_chips_is_refused_naming_a_multiple():
     assert targets.per_chip_batch(512, targets.target("v5litepod-16")) == 32
     with pytest.raises(UserError, match=r"global_batch_size=60 .* 8 chips .* multiple of 8 "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import glob
 import logging
 import os
 import re
@@ -174,7 +175,9 @@ def _flag_error_line(error: BaseException, argv: list[str]) -> str:
 
 
 def setup_logging(is_main: bool) -> None:
-    """Plain timestamped lines on stderr; other processes only warn."""
+    """Plain timestamped lines on stderr; other processes only warn; libtpu kept from
+    starting on a machine with no TPU (`skip_absent_tpu`)."""
+    skip_absent_tpu()
     logger = logging.getLogger("wgan_jax")
     logger.handlers.clear()
     handler = logging.StreamHandler(sys.stderr)
@@ -190,6 +193,45 @@ def setup_logging(is_main: bool) -> None:
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
     if not _verbose():
         _quiet_orbax(absl_logger)
+
+
+_GPU_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin",
+                "jax_rocm7_plugin")
+_GOOGLE_PCI_VENDOR = "0x1ae0"  # TPU chips (and some other Google devices) on the PCI bus
+
+
+def skip_absent_tpu() -> None:
+    """Runs JAX on the CPU where that is all it could find anyway (`only_cpu_here`). Otherwise
+    JAX starts libtpu, which prints a screen of "could not determine TPU worker hostnames"
+    before JAX falls back to the CPU."""
+    if not only_cpu_here():
+        return
+    if "jax" in sys.modules:  # backends start at the first device query, not at import
+        sys.modules["jax"].config.update("jax_platforms", "cpu")
+    else:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+
+
+def only_cpu_here() -> bool:
+    """Whether JAX could only end on the CPU although libtpu is installed (the test extra
+    brings it for the TPU compiler): no TPU chip on the PCI bus, no GPU plugin, and neither
+    `JAX_PLATFORMS` nor `JAX_FORCE_TPU_INIT` set. Any Google PCI device counts as a TPU."""
+    import importlib.util
+
+    if os.environ.get("JAX_PLATFORMS") or os.environ.get("JAX_FORCE_TPU_INIT"):
+        return False
+    if importlib.util.find_spec("libtpu") is None:
+        return False
+    if any(importlib.util.find_spec(name) for name in _GPU_PLUGINS):
+        return False
+    for path in glob.glob("/sys/bus/pci/devices/*/vendor"):
+        try:
+            with open(path) as f:
+                if f.read().strip() == _GOOGLE_PCI_VENDOR:
+                    return False
+        except OSError:
+            return False
+    return True
 
 
 def _verbose() -> bool:

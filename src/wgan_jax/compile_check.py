@@ -234,18 +234,21 @@ def _compile_generator(config: ml_collections.ConfigDict, t: Target, gan: GAN, n
 def model_flops(config: ml_collections.ConfigDict, per_chip_batch: int,
                 *, compiled: bool = False) -> float:
     """One generator iteration's FLOPs on one chip at `per_chip_batch`: the network's own
-    (XLA's cost analysis of the step lowered on one device of this machine, the critic loop
-    unrolled so each of its `n_critic` steps counts, every convolution XLA's own), as the speed
-    benchmark counts them (benchmarks/train_step.py); `compiled` counts the optimised program
-    instead of the lowered one (slow for large models)."""
+    (XLA's cost analysis of the step lowered on one CPU device, the critic loop unrolled so
+    each of its `n_critic` steps counts, every convolution XLA's own), as the speed benchmark
+    counts them (benchmarks/train_step.py). The count is the program's, not the platform's,
+    and XLA's CPU backend always answers (a GPU's lowered program reports no cost); `compiled`
+    counts the optimised program instead of the lowered one (slow for large models)."""
     config = config.copy_and_resolve_references()
     config.model.conv_impl = "xla"
-    mesh = make_mesh(jax.devices()[:1])
-    lowered = lower_step(config, mesh, per_chip_batch, build_gan(config),
-                         mesh.devices.flat[0].platform, unroll_critic=True)
+    mesh = make_mesh(jax.devices("cpu")[:1])
+    lowered = lower_step(config, mesh, per_chip_batch, build_gan(config), "cpu",
+                         unroll_critic=True)
     cost = lowered.compile().cost_analysis() if compiled else lowered.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
-    return float(cost.get("flops", 0.0)) if cost else 0.0
+    if not cost or "flops" not in cost:
+        raise RuntimeError("XLA's cost analysis reported no FLOPs for the train step")
+    return float(cost["flops"])
 
 
 def minimum_allreduce(gan: GAN, config: ml_collections.ConfigDict) -> int:

@@ -26,10 +26,11 @@ Each has an ``impl`` attribute choosing how the SAME function is computed:
   products (see benchmarks/README.md).
 * ``"auto"`` (default): the platform's entry of `AUTO_IMPLS`: "matmul" on CPU (measured),
   "xla" on TPU (the TPU compiler's own estimate: "s2d" 2.2 and "matmul" 3.3 times its cycles
-  for the DCGAN-64, benchmarks/tpu_compile.py), "s2d" on GPU (not measured there yet), "xla"
-  elsewhere. The platform is the default
-  backend's, or the one `auto_resolved_for` names while a program for another platform is
-  traced (`wgan_jax.portable` lowers a generator for several platforms at once).
+  for the DCGAN-64, benchmarks/tpu_compile.py), "s2d" on GPU (on an H200 "matmul" is 1.27x
+  faster on the DCGAN-32's layers but not yet timed on the ResNet), "xla" elsewhere. The
+  platform is the default backend's, or the one `auto_resolved_for` names while a program
+  for another platform is traced (`wgan_jax.portable` lowers a generator for several
+  platforms at once).
 
 All impls own the same parameters, ``{"kernel": [4, 4, in, out], "bias": [out]}``, the
 tree ``nn.Conv`` / ``nn.ConvTranspose`` create, so checkpoints move freely between impls and
@@ -134,8 +135,10 @@ def up_kernel_s2d(kernel: jax.Array) -> jax.Array:
 # What "auto" is on each platform (`jax.default_backend()`): the impl that
 # `python benchmarks/conv_impls.py` finds fastest there over the DCGAN-32 critic's penalty
 # double backward, the critic's and the generator's forward + backward (it prints the
-# fastest). cpu: measured (benchmarks/README.md). gpu and tpu: NOT measured yet; "s2d" (only
-# stride-1 convolutions remain) until the benchmark is run there (docs/accelerators.md).
+# fastest). cpu: measured (benchmarks/README.md). tpu: the TPU compiler's cycle estimates
+# (benchmarks/tpu_compile.py). gpu: on an H200 "matmul" 5.4 ms, "s2d" 6.9 ms, "xla" 10.1 ms per
+# DCGAN-32 iteration of layers; "s2d" kept until "matmul", which also replaces the stride-1
+# convolutions' derivatives, is timed on the ResNet there (benchmarks/gpu_plan.sh impls).
 # Platforms not listed get XLA's own convolutions.
 AUTO_IMPLS = {"cpu": "matmul", "gpu": "s2d", "tpu": "xla"}
 
