@@ -17,7 +17,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from conftest import REPO, run_module
+from conftest import REPO, run_module, xla_flags
 from PIL import Image
 from test_bad_input import _assert_clean_failure
 
@@ -342,7 +342,7 @@ def test_a_stop_signal_during_setup_says_nothing_was_trained(sig, tmp_path):
     and compiles: exit 0, one line, no checkpoint, no traceback."""
     workdir = tmp_path / "w"
     env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS="--xla_force_host_platform_device_count=1")
+               XLA_FLAGS=xla_flags(1))
     process = subprocess.Popen(
         [sys.executable, "-m", "wgan_jax.main", f"--workdir={workdir}",
          "--config=configs/digits.py", "--config.num_iterations=5"],

@@ -13,7 +13,7 @@ import os
 import sys
 
 import pytest
-from conftest import assert_one_error_line, run_json, run_module
+from conftest import REPO, assert_one_error_line, run_json, run_module
 
 from wgan_jax import targets
 from wgan_jax.errors import UserError
@@ -224,12 +224,15 @@ def test_bfloat16_compute_gives_bfloat16_convolutions(compiled):
 @pytest.mark.slow  # the compiler's refusal, then its search for the batch that fits
 @needs_libtpu
 def test_a_batch_too_large_for_the_chip_is_one_line_with_the_batch_that_fits(tmp_path):
-    result = run_module(["wgan_jax.compile", "--topology", "v5e:2x2",
-                         "--config.global_batch_size=67108864"], cwd=str(tmp_path))
+    # The toy MLP: the same refusal and search as any config, on the cheapest programs
+    config = os.path.join(REPO, "configs", "toy_8gaussians.py")
+    batch = 2**30
+    result = run_module(["wgan_jax.compile", "--topology", "v5e:2x2", f"--config={config}",
+                         f"--config.global_batch_size={batch}"], cwd=str(tmp_path))
     line = assert_one_error_line(result, ["does not fit", "TPU v5 lite", "GiB",
                                           "largest per-chip batch that fits is about"])
     fits = int(line.split("fits is about ")[1].split()[0])
-    assert 8 <= fits < 67108864 // 4
+    assert 8 <= fits < batch // 4
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 

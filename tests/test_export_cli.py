@@ -17,7 +17,7 @@ import jax
 import jaxlib
 import numpy as np
 import pytest
-from conftest import REPO, assert_one_error_line, run_module
+from conftest import REPO, TEST_XLA_FLAGS, assert_one_error_line, run_module
 
 pytestmark = pytest.mark.slow  # subprocesses, a trained run, a virtual environment
 
@@ -76,6 +76,7 @@ def exported(trained, tmp_path_factory) -> tuple[str, str]:
 def _jax_only(python: str, code: str, cwd: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XLA_FLAGS")}
     env["JAX_PLATFORMS"] = "cpu"
+    env["XLA_FLAGS"] = TEST_XLA_FLAGS  # the flags `sample` ran at: bit-equal under the same
     result = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=cwd,
                             env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -16,6 +16,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from conftest import xla_flags
 
 pytestmark = pytest.mark.slow  # subprocesses or whole runs
 
@@ -70,7 +71,7 @@ def _free_port() -> int:
 
 def _env(devices: int) -> dict[str, str]:
     env = dict(os.environ)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = xla_flags(devices)
     env["JAX_PLATFORMS"] = "cpu"
     return env
 

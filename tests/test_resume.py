@@ -16,7 +16,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, xla_flags
 from jax.experimental.compilation_cache import compilation_cache as cc
 
 from wgan_jax import checkpoint as ckpt
@@ -99,8 +99,7 @@ def make_config(**overrides):
 
 def _env(devices: int = 1) -> dict:
     env = dict(os.environ)
-    if devices != 1:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = xla_flags(devices)
     env["JAX_PLATFORMS"] = "cpu"
     if _CACHE_DIR:
         env["JAX_COMPILATION_CACHE_DIR"] = _CACHE_DIR
