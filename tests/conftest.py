@@ -34,6 +34,16 @@ def xla_flags(devices: int) -> str:
     return f"--xla_force_host_platform_device_count={devices} {TEST_XLA_FLAGS}".strip()
 
 
+def cpu_env(devices: int = 1, jax_platforms: str | None = "cpu") -> dict[str, str]:
+    """This environment for a subprocess on `devices` virtual CPU devices (`xla_flags`);
+    `jax_platforms=None` leaves JAX_PLATFORMS unset, as a user's shell has it."""
+    env = dict(os.environ, XLA_FLAGS=xla_flags(devices))
+    env.pop("JAX_PLATFORMS", None)
+    if jax_platforms is not None:
+        env["JAX_PLATFORMS"] = jax_platforms
+    return env
+
+
 def load_repo_file(relpath: str):
     """The module of the repo file `relpath`, loaded once per process (benchmarks/train_step.py
     defines absl flags at import: a second load would fail on duplicate flags)."""
@@ -48,12 +58,9 @@ def load_repo_file(relpath: str):
 
 def run_python(code: str, devices: int = 1, timeout: float = 1800, cwd: str | None = None):
     """Runs `code` in a fresh interpreter with `devices` CPU devices; returns CompletedProcess."""
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = xla_flags(devices)
-    env["JAX_PLATFORMS"] = "cpu"
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-        env=env, cwd=cwd or REPO,
+        env=cpu_env(devices), cwd=cwd or REPO,
     )
 
 
@@ -71,14 +78,9 @@ def run_module(args: list[str], devices: int = 1, timeout: float = 1800, cwd: st
                jax_platforms: str | None = "cpu"):
     """Runs `python -m ...args` with `devices` CPU devices; returns CompletedProcess.
     `jax_platforms=None` leaves JAX_PLATFORMS unset, as a user's shell has it."""
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = xla_flags(devices)
-    env.pop("JAX_PLATFORMS", None)
-    if jax_platforms is not None:
-        env["JAX_PLATFORMS"] = jax_platforms
     return subprocess.run(
         [sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout,
-        env=env, cwd=cwd or REPO,
+        env=cpu_env(devices, jax_platforms), cwd=cwd or REPO,
     )
 
 

@@ -17,7 +17,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from conftest import REPO, run_module, xla_flags
+from conftest import REPO, cpu_env, run_module
 from PIL import Image
 from test_bad_input import _assert_clean_failure
 
@@ -341,8 +341,7 @@ def test_a_stop_signal_during_setup_says_nothing_was_trained(sig, tmp_path):
     """The signal arrives right after the topology line, while the trainer restores, builds
     and compiles: exit 0, one line, no checkpoint, no traceback."""
     workdir = tmp_path / "w"
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=xla_flags(1))
+    env = cpu_env(1)
     process = subprocess.Popen(
         [sys.executable, "-m", "wgan_jax.main", f"--workdir={workdir}",
          "--config=configs/digits.py", "--config.num_iterations=5"],

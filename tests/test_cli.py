@@ -73,8 +73,8 @@ def test_existing_workdir_is_left_untouched_on_bad_input(tmp_path):
     assert (workdir / "metrics.jsonl").read_text() == '{"step": 1}\n'
 
 
-def _only_cpu_here(monkeypatch, *, installed: tuple[str, ...], vendors: tuple[str, ...],
-                   env: dict[str, str] | None = None) -> bool:
+def _only_cpu_here(monkeypatch, tmp_path, *, installed: tuple[str, ...],
+                   vendors: tuple[str, ...], env: dict[str, str] | None = None) -> bool:
     import importlib.util
 
     from wgan_jax import cli
@@ -89,7 +89,7 @@ def _only_cpu_here(monkeypatch, *, installed: tuple[str, ...], vendors: tuple[st
                         (None if name in ("libtpu", *cli._GPU_PLUGINS) else find_spec(name, *a)))
     files = []
     for i, vendor in enumerate(vendors):
-        path = os.path.join(os.environ["PYTEST_TMP"], f"vendor{i}")
+        path = os.path.join(tmp_path, f"vendor{i}")
         with open(path, "w") as f:
             f.write(vendor + "\n")
         files.append(path)
@@ -98,14 +98,13 @@ def _only_cpu_here(monkeypatch, *, installed: tuple[str, ...], vendors: tuple[st
 
 
 def test_libtpu_without_a_tpu_leaves_jax_only_the_cpu(monkeypatch, tmp_path):
-    monkeypatch.setenv("PYTEST_TMP", str(tmp_path))
-    nvme, gpu = "0x144d", "0x10de"
-    assert _only_cpu_here(monkeypatch, installed=("libtpu",), vendors=(nvme, gpu))
-    assert not _only_cpu_here(monkeypatch, installed=(), vendors=(nvme,))
-    assert not _only_cpu_here(monkeypatch, installed=("libtpu",), vendors=(nvme, "0x1ae0"))
-    assert not _only_cpu_here(monkeypatch, installed=("libtpu", "jax_cuda12_plugin"),
+    nvme, gpu, google = "0x144d", "0x10de", "0x1ae0"
+    assert _only_cpu_here(monkeypatch, tmp_path, installed=("libtpu",), vendors=(nvme, gpu))
+    assert not _only_cpu_here(monkeypatch, tmp_path, installed=(), vendors=(nvme,))
+    assert not _only_cpu_here(monkeypatch, tmp_path, installed=("libtpu",), vendors=(nvme, google))
+    assert not _only_cpu_here(monkeypatch, tmp_path, installed=("libtpu", "jax_cuda12_plugin"),
                               vendors=(gpu,))
-    assert not _only_cpu_here(monkeypatch, installed=("libtpu",), vendors=(),
+    assert not _only_cpu_here(monkeypatch, tmp_path, installed=("libtpu",), vendors=(),
                               env={"JAX_PLATFORMS": "tpu"})
-    assert not _only_cpu_here(monkeypatch, installed=("libtpu",), vendors=(),
+    assert not _only_cpu_here(monkeypatch, tmp_path, installed=("libtpu",), vendors=(),
                               env={"JAX_FORCE_TPU_INIT": "1"})

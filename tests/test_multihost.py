@@ -16,7 +16,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import xla_flags
+from conftest import cpu_env
 
 pytestmark = pytest.mark.slow  # subprocesses or whole runs
 
@@ -69,16 +69,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env(devices: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = xla_flags(devices)
-    env["JAX_PLATFORMS"] = "cpu"
-    return env
-
 
 def _launch(commands: list[list[str]], devices: int) -> list[subprocess.CompletedProcess]:
     procs = [
-        subprocess.Popen(cmd, env=_env(devices), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        subprocess.Popen(cmd, env=cpu_env(devices), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, cwd=ROOT)
         for cmd in commands
     ]

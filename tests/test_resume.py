@@ -16,7 +16,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from conftest import REPO, xla_flags
+from conftest import REPO, cpu_env
 from jax.experimental.compilation_cache import compilation_cache as cc
 
 from wgan_jax import checkpoint as ckpt
@@ -98,9 +98,7 @@ def make_config(**overrides):
 
 
 def _env(devices: int = 1) -> dict:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = xla_flags(devices)
-    env["JAX_PLATFORMS"] = "cpu"
+    env = cpu_env(devices)
     if _CACHE_DIR:
         env["JAX_COMPILATION_CACHE_DIR"] = _CACHE_DIR
         env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
