@@ -32,13 +32,13 @@ def test_mnist_cpu_checkpoints_overrides_and_scores(tmp_path):
     proc = _run("--candidates", "wgangp_ref,rpgan_r1r2_ema", "--image_size", "8",
                 "--plot", str(tmp_path / "curves.png"),
                 "--override", "model.width=8", "--override", "global_batch_size=16",
-                "--cpu_minutes", "0.1,0.4", "--probe", "3", "--num_samples", "200",
+                "--cpu_minutes", "0.1,0.2", "--probe", "3", "--num_samples", "200",
                 "--root", str(tmp_path), "--rows", str(rows_file))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_rows(str(rows_file))
     assert [(r["candidate"], r["target_cpu_minutes"]) for r in rows] == [
-        ("wgangp_ref", 0.1), ("wgangp_ref", 0.4), ("rpgan_r1r2_ema", 0.1),
-        ("rpgan_r1r2_ema", 0.4)]
+        ("wgangp_ref", 0.1), ("wgangp_ref", 0.2), ("rpgan_r1r2_ema", 0.1),
+        ("rpgan_r1r2_ema", 0.2)]
     for first, second in (rows[:2], rows[2:]):
         assert 0 < first["step"] < second["step"]
         for r in (first, second):

@@ -170,26 +170,37 @@ def create_train_state(
     """
     if check:
         check_gan(gan, data_shape, axis_name=axis_name)
-    root = jax.random.PRNGKey(seed)
-    k_g, k_d, k_run = jax.random.split(root, 3)
-    z: Any = jnp.zeros((2, gan.z_dim), jnp.float32)
-    x: Any = jnp.zeros((2, *data_shape), jnp.float32)
-    if gan.num_classes:
-        labels = jnp.zeros((2,), jnp.int32)
-        z, x = (z, labels), (x, labels)
-    g_params, g_state = _owned(gan.generator.init(k_g, z))
-    d_params, d_state = _owned(gan.critic.init(k_d, x))
-    return TrainState(
-        step=jnp.zeros((), jnp.int32),
-        g_params=g_params,
-        g_state=g_state,
-        d_params=d_params,
-        d_state=d_state,
-        g_opt_state=gan.g_tx.init(g_params),
-        d_opt_state=gan.d_tx.init(d_params),
-        ema_params=jax.tree.map(jnp.copy, g_params) if ema else None,
-        rng=k_run,
-    )
+    return _init_state(gan, data_shape, ema, jax.random.PRNGKey(seed))
+
+
+def _init_state(gan: GAN, data_shape: tuple[int, ...], ema: bool, root: jax.Array) -> TrainState:
+    """Both networks' and optimizers' initial state from the base key `root`, as one compiled
+    program: run op by op, a DCGAN's initialisers alone compiled ~125 small XLA programs, ~8
+    CPU-s of every run's start on a 2-core CPU. The networks' `init` is traceable by contract
+    (`check_gan` traces it with `jax.eval_shape`)."""
+
+    def init(root: jax.Array) -> TrainState:
+        k_g, k_d, k_run = jax.random.split(root, 3)
+        z: Any = jnp.zeros((2, gan.z_dim), jnp.float32)
+        x: Any = jnp.zeros((2, *data_shape), jnp.float32)
+        if gan.num_classes:
+            labels = jnp.zeros((2,), jnp.int32)
+            z, x = (z, labels), (x, labels)
+        g_params, g_state = _owned(gan.generator.init(k_g, z))
+        d_params, d_state = _owned(gan.critic.init(k_d, x))
+        return TrainState(
+            step=jnp.zeros((), jnp.int32),
+            g_params=g_params,
+            g_state=g_state,
+            d_params=d_params,
+            d_state=d_state,
+            g_opt_state=gan.g_tx.init(g_params),
+            d_opt_state=gan.d_tx.init(d_params),
+            ema_params=jax.tree.map(jnp.copy, g_params) if ema else None,
+            rng=k_run,
+        )
+
+    return jax.jit(init)(root)
 
 
 def _owned(tree: PyTree) -> PyTree:
