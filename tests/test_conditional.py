@@ -58,13 +58,19 @@ print(json.dumps(results))
 """
 
 
+# The labels' split over devices and the fake labels' draw are the same for every kind: the
+# MLP's 1-vs-8 compiles would repeat the convolutional ones' check.
+ACROSS_DEVICES = ("dcgan_8px", "resnet_16px")
+
+
 @pytest.fixture(scope="module")
 def first_iterations():
-    return {devices: run_json(RUN, json.dumps(CASES), devices=devices) for devices in (1, 8)}
+    cases = {k: CASES[k] for k in ACROSS_DEVICES}
+    return {devices: run_json(RUN, json.dumps(cases), devices=devices) for devices in (1, 8)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", ACROSS_DEVICES)
 def test_first_iteration_equal_on_one_and_eight_devices(case, first_iterations):
     one, eight = first_iterations[1][case], first_iterations[8][case]
     for key in ("critic_loss", "generator_loss", "gradient_penalty", "wasserstein_estimate",

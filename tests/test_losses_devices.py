@@ -53,13 +53,19 @@ CASES = {
 }
 
 
+# Each loss and penalty once on 1 and 8 devices (RpGAN + R1/R2 on the conditional DCGAN; the
+# MLP's RpGAN case is the in-process tests' below).
+ACROSS_DEVICES = ("hinge_r2", "wasserstein_r2_layer", "rpgan_r1r2_dcgan_conditional")
+
+
 @pytest.fixture(scope="module")
 def first_iterations():
-    return {devices: run_json(RUN, json.dumps(CASES), devices=devices) for devices in (1, 8)}
+    cases = {k: CASES[k] for k in ACROSS_DEVICES}
+    return {devices: run_json(RUN, json.dumps(cases), devices=devices) for devices in (1, 8)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", ACROSS_DEVICES)
 def test_first_iteration_equal_on_one_and_eight_devices(case, first_iterations):
     one, eight = first_iterations[1][case], first_iterations[8][case]
     assert one["gradient_penalty"] > 0.0  # the penalty is on (not silently "none")
