@@ -69,7 +69,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-
 def _launch(commands: list[list[str]], devices: int) -> list[subprocess.CompletedProcess]:
     procs = [
         subprocess.Popen(cmd, env=cpu_env(devices), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -249,7 +249,7 @@ def _check_per_example(name: str, model: Model, shape, num_classes, axis) -> Non
     x = jax.random.normal(jax.random.PRNGKey(1), (b, *shape), jnp.float32)
     labels = jnp.arange(b, dtype=jnp.int32) % max(num_classes, 1)
     example: Any = (x, labels) if num_classes else x
-    params, state = model.init(jax.random.PRNGKey(0), example)
+    params, state = jax.jit(model.init)(jax.random.PRNGKey(0), example)
     if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((params, state))):
         return  # under a trace (e.g. jax.eval_shape of create_train_state): nothing to compute
 
